@@ -1,0 +1,41 @@
+# Two set-up commands: `make demo` and `make test`. Both build .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench rabbitmq serve clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/actorsched demo
+
+# The AMQP tests talk to a real broker; start it (installing it first when absent).
+rabbitmq:
+	@bash scripts/ensure-rabbitmq.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP) rabbitmq
+	$(PY) -m pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP) rabbitmq
+	$(VENV)/bin/actorsched bench
+
+serve: $(STAMP) rabbitmq
+	$(VENV)/bin/actorsched serve
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

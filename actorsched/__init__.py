@@ -1,0 +1,35 @@
+"""actorsched: a cloud placement scheduler whose host state one asyncio task owns.
+
+>>> from actorsched import Scheduler, HostReport, RequestSpec
+"""
+
+from .core import HostFilter, HostWeigher, PerHostFilter, PlacementContext
+from .errors import InvalidRequest, NoValidHost, SchedulerError, SchedulerStopped
+from .models import (
+    HostReport,
+    HostState,
+    RequestSpec,
+    SchedulerConfig,
+    Selection,
+    ServerGroup,
+)
+from .scheduler import Scheduler
+
+__all__ = [
+    "HostFilter",
+    "HostReport",
+    "HostState",
+    "HostWeigher",
+    "InvalidRequest",
+    "NoValidHost",
+    "PerHostFilter",
+    "PlacementContext",
+    "RequestSpec",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerError",
+    "SchedulerStopped",
+    "Selection",
+    "ServerGroup",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,201 @@
+"""The owner task: the only code that touches the core, one message at a time.
+
+Rules this module keeps:
+
+* One asyncio task (the owner) calls the core; it never awaits while a
+  message is being applied, so no caller can see a half-applied change.
+* The mailbox is a bounded ``asyncio.Queue``: when it is full, callers wait
+  (backpressure) instead of memory growing without limit.
+* Each message travels in an :class:`Envelope` with the future that answers
+  it. A message whose handler raises fails its own caller; the owner goes on.
+* ``stop`` is itself a message, so everything sent before it is handled.
+  Whatever is still queued after it, or sent later, fails with
+  :class:`SchedulerStopped`: no caller is left hanging.
+* Per wake-up the owner drains up to ``max_batch`` envelopes. A batch sink
+  (the journal) sees each batch's records before its callers are answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .core import Command, SchedulerCore
+from .errors import SchedulerStopped
+
+__all__ = ["BatchSink", "Envelope", "Owner"]
+
+log = logging.getLogger("actorsched.actor")
+
+
+@dataclass(slots=True)
+class Envelope:
+    """A command, the future that answers it, and what the owner made of it."""
+
+    command: Command | None  # None is the stop message
+    future: asyncio.Future[object]
+    now: float = 0.0
+    result: object = None
+    error: BaseException | None = None
+
+
+class BatchSink(Protocol):
+    """Receives each applied batch before its callers are answered (the journal)."""
+
+    def submit(self, batch: list[Envelope]) -> Awaitable[None]:
+        """Start making ``batch`` durable; the returned awaitable finishes when it is."""
+        ...
+
+
+@dataclass(slots=True)
+class _Stats:
+    handled: int = 0
+    failed: int = 0
+    batches: int = 0
+    in_flight: set[asyncio.Future[object]] = field(default_factory=set)
+
+
+class Owner:
+    """Owns a :class:`SchedulerCore` and applies messages from a bounded mailbox."""
+
+    def __init__(
+        self,
+        core: SchedulerCore,
+        *,
+        mailbox_size: int,
+        max_batch: int,
+        clock: Callable[[], float],
+        sink: BatchSink | None = None,
+    ) -> None:
+        self.core = core
+        self._queue: asyncio.Queue[Envelope] = asyncio.Queue(mailbox_size)
+        self._max_batch = max_batch
+        self._clock = clock
+        self._sink = sink
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._pending_commits: set[asyncio.Task[None]] = set()
+        self.stats = _Stats()
+
+    @property
+    def mailbox_depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._closed
+
+    def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("owner already started")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="actorsched-owner")
+        self._task.add_done_callback(self._on_owner_done)
+
+    async def ask(self, command: Command) -> object:
+        """Send ``command`` and wait for its result (or its error)."""
+        if self._closed or self._task is None:
+            raise SchedulerStopped(
+                "the scheduler is not running; start it (async with Scheduler())"
+            )
+        envelope = Envelope(command, asyncio.get_running_loop().create_future())
+        await self._queue.put(envelope)
+        if self._closed:  # the owner finished draining before this put landed
+            self._fail_queued()
+        return await envelope.future
+
+    async def stop(self) -> None:
+        """Handle everything sent so far, fail what comes after, wait for the owner."""
+        if self._task is None:
+            self._closed = True
+            return
+        if not self._closed and not self._task.done():
+            stop = Envelope(None, asyncio.get_running_loop().create_future())
+            await self._queue.put(stop)
+            with contextlib.suppress(SchedulerStopped):
+                await stop.future
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    # -- the owner task -----------------------------------------------------
+
+    async def _run(self) -> None:
+        queue = self._queue
+        core = self.core
+        stopping = False
+        while not stopping:
+            batch = [await queue.get()]
+            while len(batch) < self._max_batch and not queue.empty():
+                batch.append(queue.get_nowait())
+            applied: list[Envelope] = []
+            for index, env in enumerate(batch):
+                if env.command is None:
+                    stopping = True
+                    for rest in batch[index + 1 :]:
+                        _fail(rest.future, _stopped())
+                    applied.append(env)
+                    break
+                env.now = self._clock()
+                try:
+                    env.result = core.handle(env.command, env.now)
+                except Exception as exc:  # a bad message fails its caller only
+                    env.error = exc
+                    self.stats.failed += 1
+                applied.append(env)
+            self.stats.handled += len(applied)
+            self.stats.batches += 1
+            if self._sink is None:
+                _answer(applied)
+            else:
+                # commit in the background: the owner goes on with the next batch
+                commit = asyncio.ensure_future(self._commit(applied))
+                self._pending_commits.add(commit)
+                commit.add_done_callback(self._pending_commits.discard)
+        if self._pending_commits:
+            await asyncio.gather(*self._pending_commits, return_exceptions=True)
+        self._closed = True
+        self._fail_queued()
+
+    async def _commit(self, batch: list[Envelope]) -> None:
+        assert self._sink is not None
+        try:
+            await self._sink.submit(batch)
+        except Exception as exc:
+            log.exception("journal commit failed; failing %d callers", len(batch))
+            for env in batch:
+                _fail(env.future, exc)
+            return
+        _answer(batch)
+
+    def _fail_queued(self) -> None:
+        while not self._queue.empty():
+            env = self._queue.get_nowait()
+            _fail(env.future, _stopped())
+
+    def _on_owner_done(self, task: asyncio.Task[None]) -> None:
+        self._closed = True
+        self._fail_queued()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scheduler owner task died", exc_info=task.exception())
+
+
+def _stopped() -> SchedulerStopped:
+    return SchedulerStopped("the scheduler stopped before it handled this call")
+
+
+def _fail(future: asyncio.Future[object], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
+def _answer(batch: list[Envelope]) -> None:
+    for env in batch:
+        if env.future.done():  # the caller gave up (cancelled); the change stands
+            continue
+        if env.error is not None:
+            env.future.set_exception(env.error)
+        else:
+            env.future.set_result(env.result)

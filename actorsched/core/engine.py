@@ -1,0 +1,454 @@
+"""The scheduling core: a synchronous state machine over the host table and claim ledger.
+
+Rules this module keeps (everything that changes host state lives here):
+
+* No I/O and no asyncio. Every public method runs to completion, so no
+  other code can observe or change host state half way through a change:
+  the 2015 race cannot be written here.
+* Time is an argument (``now``, seconds on any monotonic clock), never read.
+* Claims are keyed by instance uuid: asking twice for the same uuids returns
+  the same selections and claims nothing more.
+* A request is placed all or nothing: a failure rolls back every claim the
+  request made before it raises.
+* A report is applied only when its generation is above the host's last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import InvalidRequest, NoValidHost
+from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
+from .ledger import Claim, ClaimLedger
+from .table import HostTable
+from .weighers import HostWeigher, builtin_weighers
+
+__all__ = [
+    "Command",
+    "GetHostStates",
+    "Release",
+    "RemoveHost",
+    "SchedulerCore",
+    "SelectDestinations",
+    "UpdateHost",
+]
+
+log = logging.getLogger("actorsched.core")
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateHost:
+    report: HostReport
+
+
+@dataclass(frozen=True, slots=True)
+class SelectDestinations:
+    spec: RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    instance_uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveHost:
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetHostStates:
+    pass
+
+
+Command = UpdateHost | SelectDestinations | Release | RemoveHost | GetHostStates
+
+
+class SchedulerCore:
+    """All host state and every rule that changes it.
+
+    >>> core = SchedulerCore()
+    >>> core.update_host(HostReport(host="n1", generation=1, memory_mb=2048,
+    ...     memory_mb_used=0, vcpus=2, vcpus_used=0, local_gb=20, local_gb_used=0), now=0.0)
+    True
+    >>> spec = RequestSpec(instance_uuids=["vm1"], memory_mb=512, vcpus=1, disk_gb=1)
+    >>> core.select_destinations(spec, now=1.0)[0].host
+    'n1'
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        filters: Sequence[HostFilter] = (),
+        weighers: Sequence[HostWeigher] = (),
+    ) -> None:
+        self.config = config = config or SchedulerConfig()
+        self.table = HostTable(
+            config.ram_allocation_ratio, config.cpu_allocation_ratio, config.disk_allocation_ratio
+        )
+        self.ledger = ClaimLedger()
+        self.filters: list[HostFilter] = [
+            BUILTIN_FILTER_CLASSES[name]() for name in config.enabled_filters
+        ]
+        self.filters.extend(filters)
+        self.weighers: list[HostWeigher] = [
+            w for w in [*builtin_weighers(config), *weighers] if w.multiplier != 0
+        ]
+        self._rng = random.Random(config.seed)
+        self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
+        self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
+
+    # -- dispatch ---------------------------------------------------------
+
+    def handle(self, command: Command, now: float) -> object:
+        """Apply one command and return its result (or raise its error)."""
+        if isinstance(command, SelectDestinations):
+            return self.select_destinations(command.spec, now)
+        if isinstance(command, UpdateHost):
+            return self.update_host(command.report, now)
+        if isinstance(command, Release):
+            return self.release(command.instance_uuid, now)
+        if isinstance(command, RemoveHost):
+            return self.remove_host(command.host, now)
+        if isinstance(command, GetHostStates):
+            return self.host_states(now)
+        raise InvalidRequest(f"unknown command {type(command).__name__!r}")
+
+    # -- host reports -----------------------------------------------------
+
+    def update_host(self, report: HostReport, now: float) -> bool:
+        """Apply a compute node's report; False (and no change) when it is stale."""
+        table = self.table
+        row = table.row_of.get(report.host)
+        if row is None:
+            row = table.add_row(report.host)
+        elif report.generation <= table.ints["generation"][row]:
+            return False
+        ints = table.ints
+        ints["generation"][row] = report.generation
+        ints["mem_total"][row] = report.memory_mb
+        ints["mem_reserved"][row] = report.memory_mb_reserved
+        ints["mem_used"][row] = report.memory_mb_used
+        ints["vcpus_total"][row] = report.vcpus
+        ints["vcpus_used"][row] = report.vcpus_used
+        ints["disk_total"][row] = report.local_gb
+        ints["disk_used"][row] = report.local_gb_used
+        ints["io_ops_reported"][row] = report.num_io_ops
+        ints["reported_instances"][row] = len(report.instances)
+        table.floats["reported_at"][row] = now
+        table.enabled[row] = report.enabled
+        table.zone[row] = table.zone_id(report.availability_zone, create=True)
+        traits = tuple(report.traits)
+        if traits != table.host_traits[row]:
+            mask = table.trait_mask(traits, create=True)
+            table.traits[row] = mask
+            table.host_traits[row] = traits
+        self._reconcile(row, frozenset(report.instances), now)
+        table.refresh(row)
+        return True
+
+    def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:
+        """Settle claims and release credits on ``row`` against what its report lists."""
+        old = self._listed.get(row, _EMPTY)
+        if listed != old:
+            for uuid in old - listed:
+                if self._reported_row.get(uuid) == row:
+                    del self._reported_row[uuid]
+            for uuid in listed - old:
+                self._reported_row[uuid] = row
+            self._listed[row] = listed
+        table = self.table
+        ledger = self.ledger
+        for uuid in list(ledger.by_row.get(row, ())):
+            claim = ledger.claims[uuid]
+            if uuid in listed:
+                if not claim.confirmed:  # the report's used figures carry it from now on
+                    claim.confirmed = True
+                    table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+            elif claim.confirmed:
+                ledger.drop(uuid)
+                log.info(
+                    "instance %s no longer runs on %s: claim dropped", uuid, table.name_of[row]
+                )
+            elif now - claim.created_at > self.config.claim_timeout:
+                ledger.drop(uuid)
+                table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+                log.warning(
+                    "claim of instance %s on %s dropped: not reported after %.0fs (claim_timeout)",
+                    uuid,
+                    table.name_of[row],
+                    now - claim.created_at,
+                )
+        credits = ledger.released.get(row)
+        if credits:
+            for uuid, (mem, vcpus, disk) in list(credits.items()):
+                if uuid not in listed:
+                    del credits[uuid]
+                    table.add_released(row, mem, vcpus, disk, -1)
+            if not credits:
+                del ledger.released[row]
+
+    def remove_host(self, host: str, now: float) -> bool:
+        """Forget ``host`` with its claims; False when it is unknown."""
+        table = self.table
+        row = table.row_of.get(host)
+        if row is None:
+            return False
+        for uuid in list(self.ledger.by_row.get(row, ())):
+            self.ledger.drop(uuid)
+        self.ledger.released.pop(row, None)
+        for uuid in self._listed.pop(row, _EMPTY):
+            if self._reported_row.get(uuid) == row:
+                del self._reported_row[uuid]
+        table.remove_row(row)
+        return True
+
+    # -- claims -----------------------------------------------------------
+
+    def locate(self, instance_uuid: str) -> int | None:
+        """Row of the host that holds or runs ``instance_uuid``, or None."""
+        claim = self.ledger.claims.get(instance_uuid)
+        if claim is not None:
+            return claim.row
+        return self._reported_row.get(instance_uuid)
+
+    def select_destinations(self, spec: RequestSpec, now: float) -> list[Selection]:
+        """Claim a host for every instance of ``spec``, or raise and claim nothing."""
+        claims = self.ledger.claims
+        held = [u for u in spec.instance_uuids if u in claims]
+        if held:
+            if len(held) == len(spec.instance_uuids):
+                return [claims[u].selection for u in spec.instance_uuids]
+            fresh = [u for u in spec.instance_uuids if u not in claims]
+            raise InvalidRequest(
+                f"instance_uuids {held} already hold claims but {fresh} do not; "
+                "resend the original request unchanged, or release the claimed ones first"
+            )
+        ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
+        group_id = spec.group.id if spec.group is not None else None
+        placed: list[str] = []
+        try:
+            for index, uuid in enumerate(spec.instance_uuids):
+                mask = self._passing(ctx)
+                top = self._ranked(mask, ctx)
+                if not top:
+                    raise self._no_valid_host(ctx, uuid, index)
+                row = top[0]
+                if self.config.host_subset_size > 1:
+                    row = self._rng.choice(top[: self.config.host_subset_size])
+                names = self.table.name_of
+                alternates = [str(names[r]) for r in top if r != row][
+                    : self.config.max_attempts - 1
+                ]
+                host = names[row]
+                assert host is not None
+                selection = Selection.model_construct(
+                    instance_uuid=uuid, host=host, alternates=alternates
+                )
+                self._claim(
+                    Claim(
+                        uuid,
+                        row,
+                        spec.memory_mb,
+                        spec.vcpus,
+                        spec.disk_gb,
+                        group_id,
+                        now,
+                        selection,
+                    )
+                )
+                placed.append(uuid)
+                ctx.chosen_rows.append(row)
+        except BaseException:
+            for uuid in placed:
+                self._unclaim(uuid)
+            raise
+        return [claims[u].selection for u in spec.instance_uuids]
+
+    def restore_claims(
+        self, spec: RequestSpec, selections: Sequence[Selection], now: float
+    ) -> None:
+        """Re-apply claims decided earlier (journal replay); hosts must exist.
+
+        Skips a selection whose uuid already holds a claim or whose host is
+        gone, so replaying the same records twice changes nothing.
+        """
+        group_id = spec.group.id if spec.group is not None else None
+        for selection in selections:
+            row = self.table.row_of.get(selection.host)
+            if row is None or selection.instance_uuid in self.ledger.claims:
+                continue
+            self._claim(
+                Claim(
+                    selection.instance_uuid,
+                    row,
+                    spec.memory_mb,
+                    spec.vcpus,
+                    spec.disk_gb,
+                    group_id,
+                    now,
+                    selection,
+                )
+            )
+
+    def _claim(self, claim: Claim) -> None:
+        self.ledger.add(claim)
+        if claim.instance_uuid in self._listed.get(claim.row, _EMPTY):
+            claim.confirmed = True  # the host already reports it: its figures carry it
+        else:
+            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+
+    def _unclaim(self, uuid: str) -> Claim:
+        claim = self.ledger.drop(uuid)
+        if not claim.confirmed:
+            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+        return claim
+
+    def release(self, instance_uuid: str, now: float) -> bool:
+        """Free the claim of ``instance_uuid`` at once; False when it holds none."""
+        if instance_uuid not in self.ledger.claims:
+            return False
+        claim = self._unclaim(instance_uuid)
+        if claim.confirmed and instance_uuid in self._listed.get(claim.row, _EMPTY):
+            # the host still reports it: credit it back until a report drops it
+            self.ledger.released.setdefault(claim.row, {})[instance_uuid] = (
+                claim.memory_mb,
+                claim.vcpus,
+                claim.disk_gb,
+            )
+            self.table.add_released(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+        return True
+
+    # -- filtering and weighing -------------------------------------------
+
+    def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        if not ctx.spec.ignore_hosts:
+            return None
+        mask = np.ones(self.table.n, dtype=np.bool_)
+        for host in ctx.spec.ignore_hosts:
+            row = self.table.row_of.get(host)
+            if row is not None:
+                mask[row] = False
+        return mask
+
+    def _passing(self, ctx: PlacementContext) -> NDArray[np.bool_]:
+        table = self.table
+        mask = table.active[: table.n].copy()
+        ignored = self._ignored(ctx)
+        if ignored is not None:
+            mask &= ignored
+        for f in self.filters:
+            passed = f.filter_all(table, ctx)
+            if passed is not None:
+                mask &= passed
+        return mask
+
+    def _ranked(self, mask: NDArray[np.bool_], ctx: PlacementContext) -> list[int]:
+        """Best rows first: enough for the random subset and the alternates."""
+        table = self.table
+        total = np.zeros(table.n, dtype=np.float64)
+        for weigher in self.weighers:
+            raw = weigher.weigh_all(table, ctx)
+            if raw is None:
+                continue
+            lo = float(raw.min(where=mask, initial=np.inf))
+            hi = float(raw.max(where=mask, initial=-np.inf))
+            if hi > lo:
+                # (raw - lo) / (hi - lo) * m, minus a constant that cannot change the order
+                total += (weigher.multiplier / (hi - lo)) * raw
+        scores = np.where(mask, total, -np.inf)
+        want = self.config.host_subset_size + self.config.max_attempts - 1
+        top: list[int] = []
+        if want <= 16:
+            for _ in range(want):
+                best = int(scores.argmax())
+                if scores[best] == -np.inf:
+                    break
+                top.append(best)
+                scores[best] = -np.inf
+            return top
+        candidates = np.flatnonzero(mask)
+        if candidates.size > want:
+            part = np.argpartition(-scores[candidates], want - 1)[:want]
+            candidates = candidates[part]
+        order = np.lexsort((candidates, -scores[candidates]))
+        return [int(r) for r in candidates[order]]
+
+    def _no_valid_host(self, ctx: PlacementContext, uuid: str, index: int) -> NoValidHost:
+        table = self.table
+        alive = table.active[: table.n].copy()
+        total = int(alive.sum())
+        counts: dict[str, int] = {}
+        steps: list[tuple[str, NDArray[np.bool_] | None]] = [("IgnoreHosts", self._ignored(ctx))]
+        steps.extend((f.name, f.filter_all(table, ctx)) for f in self.filters)
+        for name, passed in steps:
+            if passed is None:
+                continue
+            removed = int(np.count_nonzero(alive & ~passed))
+            if removed:
+                counts[name] = removed
+                alive &= passed
+        reasons = ", ".join(f"{n} removed {c}" for n, c in counts.items()) or "no host has reported"
+        where = ""
+        if len(ctx.spec.instance_uuids) > 1:
+            where = (
+                f" (instance {index + 1} of {len(ctx.spec.instance_uuids)};"
+                " no claim of this request was kept)"
+            )
+        return NoValidHost(
+            f"0/{total} hosts are available for instance {uuid}{where}: {reasons}",
+            instance_uuid=uuid,
+            total_hosts=total,
+            filter_counts=counts,
+        )
+
+    # -- snapshots --------------------------------------------------------
+
+    def host_states(self, now: float | None = None) -> dict[str, HostState]:
+        """A snapshot of every host, built in this one synchronous step."""
+        table = self.table
+        return {host: table.state(row) for host, row in table.row_of.items()}
+
+    def claims(self) -> dict[str, tuple[str, bool]]:
+        """instance uuid -> (host, confirmed) for every live claim."""
+        names = self.table.name_of
+        return {u: (names[c.row] or "", c.confirmed) for u, c in self.ledger.claims.items()}
+
+    def digest(self) -> str:
+        """A hash of hosts, generations, figures and claims: equal states, equal digests."""
+        h = hashlib.sha256()
+        for host in sorted(self.table.row_of):
+            state = self.table.state(self.table.row_of[host])
+            h.update(state.model_dump_json(exclude={"reported_at"}).encode())
+            h.update(repr(sorted(self._listed.get(self.table.row_of[host], _EMPTY))).encode())
+        for uuid in sorted(self.ledger.claims):
+            c = self.ledger.claims[uuid]
+            h.update(
+                repr(
+                    (
+                        uuid,
+                        self.table.name_of[c.row],
+                        c.memory_mb,
+                        c.vcpus,
+                        c.disk_gb,
+                        c.group_id,
+                        c.confirmed,
+                        c.selection.alternates,
+                    )
+                ).encode()
+            )
+        return h.hexdigest()
+
+    def hosts(self) -> Iterable[str]:
+        return self.table.row_of.keys()

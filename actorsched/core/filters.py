@@ -1,0 +1,256 @@
+"""Host filters: each one a vectorized predicate over the whole host table.
+
+The protocol (also how a user plugs in a filter)::
+
+    class MyFilter:
+        name = "MyFilter"
+        def filter_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+            return table.column("free_ram") > 1024   # one bool per row [:table.n]
+
+Return ``None`` when the filter does not apply to this request (no zone
+asked for, no hints ...): it then costs nothing and removes no host. A
+filter must not change the table. Semantics follow Nova's filters of the
+same name; the resource filters use the allocation ratios as Nova's old
+RamFilter/CoreFilter/DiskFilter did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..models import HostState, RequestSpec, SchedulerConfig
+from .ledger import ClaimLedger
+from .table import HostTable
+
+__all__ = [
+    "BUILTIN_FILTER_CLASSES",
+    "HostFilter",
+    "PerHostFilter",
+    "PlacementContext",
+]
+
+BoolColumn = NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class PlacementContext:
+    """What filters and weighers may read while one instance is placed."""
+
+    spec: RequestSpec
+    config: SchedulerConfig
+    now: float
+    ledger: ClaimLedger
+    locate: Callable[[str], int | None]  # instance uuid -> row, or None when unknown
+    chosen_rows: list[int] = field(default_factory=list)  # earlier instances of this request
+
+
+@runtime_checkable
+class HostFilter(Protocol):
+    """A filter: ``filter_all`` returns one bool per row ``[:table.n]``, or None."""
+
+    name: str
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None: ...
+
+
+def _rows_mask(table: HostTable, rows: object, value: bool) -> BoolColumn:
+    mask = np.full(table.n, not value, dtype=np.bool_)
+    idx = np.fromiter(rows, dtype=np.intp)  # type: ignore[call-overload]
+    if idx.size:
+        mask[idx] = value
+    return mask
+
+
+class ComputeFilter:
+    """Enabled hosts whose last report is within ``service_down_time``."""
+
+    name = "ComputeFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        fresh = table.column("reported_at") >= ctx.now - ctx.config.service_down_time
+        return np.logical_and(table.enabled[: table.n], fresh)
+
+
+class RamFilter:
+    """(memory_mb - reserved) x ram ratio - used - claimed + released >= requested."""
+
+    name = "RamFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        return table.column("ram_headroom") >= ctx.spec.memory_mb
+
+
+class CoreFilter:
+    """vcpus x cpu ratio - used - claimed + released >= requested."""
+
+    name = "CoreFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        return table.column("vcpu_headroom") >= ctx.spec.vcpus
+
+
+class DiskFilter:
+    """local_gb x disk ratio - used - claimed + released >= requested."""
+
+    name = "DiskFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        return table.column("disk_headroom") >= ctx.spec.disk_gb
+
+
+class AvailabilityZoneFilter:
+    """Hosts in the requested availability zone, when one is requested."""
+
+    name = "AvailabilityZoneFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        if ctx.spec.availability_zone is None:
+            return None
+        zid = table.zone_id(ctx.spec.availability_zone, create=False)
+        passed: BoolColumn = table.zone[: table.n] == zid
+        return passed
+
+
+class RequiredTraitsFilter:
+    """Hosts that have every required trait."""
+
+    name = "RequiredTraitsFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        if not ctx.spec.required_traits:
+            return None
+        try:
+            want = table.trait_mask(ctx.spec.required_traits, create=False)
+        except KeyError:  # a trait no host ever reported: nobody has it
+            return np.zeros(table.n, dtype=np.bool_)
+        have = table.traits[: table.n]
+        passed: BoolColumn = np.all((have & want) == want, axis=1)
+        return passed
+
+
+class ForbiddenTraitsFilter:
+    """Hosts that have none of the forbidden traits."""
+
+    name = "ForbiddenTraitsFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        known = [t for t in ctx.spec.forbidden_traits if t in table.trait_bits]
+        if not known:
+            return None
+        deny = table.trait_mask(known, create=False)
+        passed: BoolColumn = np.all((table.traits[: table.n] & deny) == 0, axis=1)
+        return passed
+
+
+class SameHostFilter:
+    """Nova's ``same_host`` hint: hosts running at least one of the listed instances."""
+
+    name = "SameHostFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        if not ctx.spec.same_host:
+            return None
+        rows = {r for r in map(ctx.locate, ctx.spec.same_host) if r is not None}
+        return _rows_mask(table, rows, True)
+
+
+class DifferentHostFilter:
+    """Nova's ``different_host`` hint: hosts running none of the listed instances."""
+
+    name = "DifferentHostFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        if not ctx.spec.different_host:
+            return None
+        rows = {r for r in map(ctx.locate, ctx.spec.different_host) if r is not None}
+        return _rows_mask(table, rows, False)
+
+
+class ServerGroupAffinityFilter:
+    """Hard affinity: once a group member is placed, the rest go to its host."""
+
+    name = "ServerGroupAffinityFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        group = ctx.spec.group
+        if group is None or group.policy != "affinity":
+            return None
+        rows = ctx.ledger.group_members(group.id)
+        if not rows:
+            return None
+        return _rows_mask(table, rows.keys(), True)
+
+
+class ServerGroupAntiAffinityFilter:
+    """Hard anti-affinity: never a host that already holds a group member."""
+
+    name = "ServerGroupAntiAffinityFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        group = ctx.spec.group
+        if group is None or group.policy != "anti-affinity":
+            return None
+        rows = ctx.ledger.group_members(group.id)
+        if not rows:
+            return None
+        return _rows_mask(table, rows.keys(), False)
+
+
+class NumInstancesFilter:
+    """Hosts running fewer than ``max_instances_per_host`` instances."""
+
+    name = "NumInstancesFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        return table.column("num_instances") < ctx.config.max_instances_per_host
+
+
+class IoOpsFilter:
+    """Hosts with fewer than ``max_io_ops_per_host`` concurrent I/O-heavy operations."""
+
+    name = "IoOpsFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        return table.column("num_io_ops") < ctx.config.max_io_ops_per_host
+
+
+class PerHostFilter:
+    """Adapter for a plain per-host predicate; it loops in Python, at its own cost.
+
+    >>> big = PerHostFilter("BigHosts", lambda host, spec: host.memory_mb >= 65536)
+    """
+
+    def __init__(self, name: str, predicate: Callable[[HostState, RequestSpec], bool]) -> None:
+        self.name = name
+        self._predicate = predicate
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        mask = np.zeros(table.n, dtype=np.bool_)
+        for row in np.flatnonzero(table.active[: table.n]):
+            mask[row] = self._predicate(table.state(int(row)), ctx.spec)
+        return mask
+
+
+BUILTIN_FILTER_CLASSES: dict[str, type[HostFilter]] = {
+    cls.name: cls
+    for cls in (
+        ComputeFilter,
+        AvailabilityZoneFilter,
+        RamFilter,
+        CoreFilter,
+        DiskFilter,
+        RequiredTraitsFilter,
+        ForbiddenTraitsFilter,
+        SameHostFilter,
+        DifferentHostFilter,
+        ServerGroupAffinityFilter,
+        ServerGroupAntiAffinityFilter,
+        NumInstancesFilter,
+        IoOpsFilter,
+    )
+}

@@ -1,0 +1,263 @@
+"""The host table: every host's figures as NumPy columns, one row per host.
+
+Rules this module keeps:
+
+* Only the engine writes here, and only from synchronous code.
+* Raw columns hold what the last applied report said (``mem_used`` ...) and
+  what the claim ledger adds on top (``claimed_*`` for claims not yet listed
+  by a report, ``released_*`` for released instances a report still lists).
+* Derived columns (``free_ram``, ``ram_headroom`` ...) are recomputed for a
+  row whenever any of its raw figures change (:meth:`HostTable.refresh`), so
+  a filter is one comparison over a whole column and never a Python loop.
+* A row that is not ``active`` (never used, or its host removed) has
+  ``-inf`` headroom and ``enabled`` False, so it can pass no resource filter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..models import HostState
+
+__all__ = ["HostTable"]
+
+_INT_COLUMNS = (
+    "generation",
+    "mem_total",
+    "mem_reserved",
+    "mem_used",
+    "vcpus_total",
+    "vcpus_used",
+    "disk_total",
+    "disk_used",
+    "claimed_mem",
+    "claimed_vcpus",
+    "claimed_disk",
+    "released_mem",
+    "released_vcpus",
+    "released_disk",
+    "reported_instances",
+    "assumed_count",
+    "released_count",
+    "io_ops_reported",
+)
+_FLOAT_COLUMNS = (
+    "reported_at",
+    # derived, see refresh()
+    "free_ram",
+    "free_disk",
+    "free_vcpus",
+    "ram_headroom",
+    "disk_headroom",
+    "vcpu_headroom",
+    "num_instances",
+    "num_io_ops",
+)
+
+
+class HostTable:
+    """Columns of host figures; ``n`` is the high-water mark of rows in use.
+
+    Column arrays are sized to a capacity that doubles as hosts arrive; only
+    ``[:n]`` is meaningful. Filters and weighers read ``column(name)``.
+    """
+
+    def __init__(self, ram_ratio: float, cpu_ratio: float, disk_ratio: float) -> None:
+        self.ram_ratio = ram_ratio
+        self.cpu_ratio = cpu_ratio
+        self.disk_ratio = disk_ratio
+        self.n = 0
+        self.count = 0  # active rows
+        self._capacity = 0
+        self._free_rows: list[int] = []
+        self.row_of: dict[str, int] = {}
+        self.name_of: list[str | None] = []
+        self.zone_ids: dict[str, int] = {}
+        self.zone_names: list[str] = []
+        self.trait_bits: dict[str, int] = {}
+        self.trait_names: list[str] = []
+        self.host_traits: list[tuple[str, ...]] = []
+        self.active: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.traits: NDArray[np.uint64] = np.zeros((0, 1), dtype=np.uint64)
+        self.ints: dict[str, NDArray[np.int64]] = {}
+        self.floats: dict[str, NDArray[np.float64]] = {}
+        self._grow(64)
+
+    # -- rows -------------------------------------------------------------
+
+    def _grow(self, capacity: int) -> None:
+        old = self._capacity
+
+        def grown(arr: NDArray[np.generic], fill: object) -> NDArray[np.generic]:
+            shape = (capacity, *arr.shape[1:])
+            new = np.full(shape, fill, dtype=arr.dtype)
+            new[:old] = arr[:old]
+            return new
+
+        self.active = grown(self.active, False)  # type: ignore[assignment]
+        self.enabled = grown(self.enabled, False)  # type: ignore[assignment]
+        self.zone = grown(self.zone, -1)  # type: ignore[assignment]
+        self.traits = grown(self.traits, 0)  # type: ignore[assignment]
+        for name in _INT_COLUMNS:
+            self.ints[name] = grown(self.ints.get(name, np.zeros(0, np.int64)), 0)  # type: ignore[assignment]
+        for name in _FLOAT_COLUMNS:
+            fill = -np.inf if name.endswith("headroom") or name == "reported_at" else 0.0
+            self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)), fill)  # type: ignore[assignment]
+        self.name_of.extend([None] * (capacity - old))
+        self.host_traits.extend([()] * (capacity - old))
+        self._capacity = capacity
+
+    def add_row(self, host: str) -> int:
+        """Give ``host`` a row (reusing a freed one) and return it."""
+        if self._free_rows:
+            row = self._free_rows.pop()
+        else:
+            if self.n == self._capacity:
+                self._grow(self._capacity * 2)
+            row = self.n
+            self.n += 1
+        self.row_of[host] = row
+        self.name_of[row] = host
+        self.active[row] = True
+        self.count += 1
+        return row
+
+    def remove_row(self, row: int) -> None:
+        """Forget the host in ``row``; the row is reset and reused later."""
+        host = self.name_of[row]
+        assert host is not None
+        del self.row_of[host]
+        self.name_of[row] = None
+        self.host_traits[row] = ()
+        self.active[row] = False
+        self.enabled[row] = False
+        self.zone[row] = -1
+        self.traits[row] = 0
+        for col in self.ints.values():
+            col[row] = 0
+        for name, fcol in self.floats.items():
+            fcol[row] = -np.inf if name.endswith("headroom") or name == "reported_at" else 0.0
+        self._free_rows.append(row)
+        self.count -= 1
+
+    # -- vocabularies -----------------------------------------------------
+
+    def zone_id(self, zone: str | None, *, create: bool) -> int:
+        """Small int for a zone name; -1 for none, -2 for a name never reported."""
+        if zone is None:
+            return -1
+        zid = self.zone_ids.get(zone)
+        if zid is None:
+            if not create:
+                return -2
+            zid = len(self.zone_names)
+            self.zone_ids[zone] = zid
+            self.zone_names.append(zone)
+        return zid
+
+    def trait_mask(
+        self, traits: list[str] | tuple[str, ...], *, create: bool
+    ) -> NDArray[np.uint64]:
+        """Bitset of ``traits``; with ``create`` False an unknown trait gives ``None`` bits.
+
+        Returns an array of words; raises KeyError for an unknown trait when
+        ``create`` is False (the caller decides what an unknown trait means).
+        """
+        bits: list[int] = []
+        for t in traits:
+            bit = self.trait_bits.get(t)
+            if bit is None:
+                if not create:
+                    raise KeyError(t)
+                bit = len(self.trait_names)
+                self.trait_bits[t] = bit
+                self.trait_names.append(t)
+            bits.append(bit)
+        words = max(1, (len(self.trait_names) + 63) // 64)
+        if words > self.traits.shape[1]:
+            wider = np.zeros((self._capacity, words), dtype=np.uint64)
+            wider[:, : self.traits.shape[1]] = self.traits
+            self.traits = wider
+        mask = np.zeros(self.traits.shape[1], dtype=np.uint64)
+        for bit in bits:
+            mask[bit // 64] |= np.uint64(1 << (bit % 64))
+        return mask
+
+    # -- figures ----------------------------------------------------------
+
+    def column(self, name: str) -> NDArray[np.float64] | NDArray[np.int64]:
+        """The live ``[:n]`` view of a numeric column (read it, never write it)."""
+        if name in self.floats:
+            return self.floats[name][: self.n]
+        return self.ints[name][: self.n]
+
+    def refresh(self, row: int) -> None:
+        """Recompute the derived figures of ``row`` from its raw ones."""
+        i = self.ints
+        f = self.floats
+        credit_mem = int(i["released_mem"][row]) - int(i["claimed_mem"][row])
+        credit_vcpus = int(i["released_vcpus"][row]) - int(i["claimed_vcpus"][row])
+        credit_disk = int(i["released_disk"][row]) - int(i["claimed_disk"][row])
+        usable_mem = int(i["mem_total"][row]) - int(i["mem_reserved"][row])
+        used_mem = int(i["mem_used"][row]) - credit_mem
+        used_vcpus = int(i["vcpus_used"][row]) - credit_vcpus
+        used_disk = int(i["disk_used"][row]) - credit_disk
+        f["free_ram"][row] = usable_mem - used_mem
+        f["free_disk"][row] = int(i["disk_total"][row]) - used_disk
+        f["free_vcpus"][row] = int(i["vcpus_total"][row]) - used_vcpus
+        f["ram_headroom"][row] = usable_mem * self.ram_ratio - used_mem
+        f["disk_headroom"][row] = int(i["disk_total"][row]) * self.disk_ratio - used_disk
+        f["vcpu_headroom"][row] = int(i["vcpus_total"][row]) * self.cpu_ratio - used_vcpus
+        f["num_instances"][row] = (
+            int(i["reported_instances"][row])
+            + int(i["assumed_count"][row])
+            - int(i["released_count"][row])
+        )
+        f["num_io_ops"][row] = int(i["io_ops_reported"][row]) + int(i["assumed_count"][row])
+
+    def add_claimed(self, row: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
+        """Add (sign=+1) or remove (sign=-1) one assumed claim's resources on ``row``."""
+        i = self.ints
+        i["claimed_mem"][row] += sign * mem
+        i["claimed_vcpus"][row] += sign * vcpus
+        i["claimed_disk"][row] += sign * disk
+        i["assumed_count"][row] += sign
+        self.refresh(row)
+
+    def add_released(self, row: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
+        """Credit (sign=+1) or stop crediting (sign=-1) a released, still-listed instance."""
+        i = self.ints
+        i["released_mem"][row] += sign * mem
+        i["released_vcpus"][row] += sign * vcpus
+        i["released_disk"][row] += sign * disk
+        i["released_count"][row] += sign
+        self.refresh(row)
+
+    def state(self, row: int) -> HostState:
+        """A :class:`HostState` snapshot of ``row`` (built without re-validation)."""
+        i = self.ints
+        f = self.floats
+        zid = int(self.zone[row])
+        host = self.name_of[row]
+        assert host is not None
+        return HostState.model_construct(
+            host=host,
+            generation=int(i["generation"][row]),
+            enabled=bool(self.enabled[row]),
+            availability_zone=self.zone_names[zid] if zid >= 0 else None,
+            traits=list(self.host_traits[row]),
+            memory_mb=int(i["mem_total"][row]),
+            memory_mb_reserved=int(i["mem_reserved"][row]),
+            free_ram_mb=int(f["free_ram"][row]),
+            local_gb=int(i["disk_total"][row]),
+            free_disk_gb=int(f["free_disk"][row]),
+            vcpus_total=int(i["vcpus_total"][row]),
+            vcpus_used=int(i["vcpus_total"][row]) - int(f["free_vcpus"][row]),
+            num_instances=int(f["num_instances"][row]),
+            num_io_ops=int(f["num_io_ops"][row]),
+            assumed_claims=int(i["assumed_count"][row]),
+            reported_at=float(f["reported_at"][row]),
+        )

@@ -1,0 +1,132 @@
+"""Host weighers: raw per-row figures that the engine normalizes and sums.
+
+As in ``nova/weights.py``, each weigher's raw values are min-max normalized
+over the hosts that passed the filters (all equal -> all 0), multiplied by
+the weigher's multiplier, and summed; the highest total wins. The protocol
+(also how a user plugs in a weigher)::
+
+    class MyWeigher:
+        name = "MyWeigher"
+        multiplier = 2.0
+        def weigh_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.float64] | None:
+            return table.column("free_ram")     # one float per row [:table.n]
+
+Return ``None`` when the weigher has nothing to say for this request.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..models import SchedulerConfig
+from .filters import PlacementContext
+from .table import HostTable
+
+__all__ = ["HostWeigher", "builtin_weighers"]
+
+FloatColumn = NDArray[np.float64]
+
+
+@runtime_checkable
+class HostWeigher(Protocol):
+    """A weigher: raw values per row ``[:table.n]`` (higher is better before the multiplier)."""
+
+    name: str
+    multiplier: float
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None: ...
+
+
+class _ColumnWeigher:
+    column = ""
+
+    def __init__(self, name: str, multiplier: float) -> None:
+        self.name = name
+        self.multiplier = multiplier
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
+        return table.floats[self.column][: table.n]
+
+
+class RAMWeigher(_ColumnWeigher):
+    """Free RAM (Nova's ``free_ram_mb``): spread by default, stack with a negative multiplier."""
+
+    column = "free_ram"
+
+
+class CPUWeigher(_ColumnWeigher):
+    """Free vCPUs with the allocation ratio applied, as Nova's CPUWeigher."""
+
+    column = "vcpu_headroom"
+
+
+class DiskWeigher(_ColumnWeigher):
+    """Free local disk (no ratio), as Nova's DiskWeigher."""
+
+    column = "free_disk"
+
+
+class IoOpsWeigher(_ColumnWeigher):
+    """Concurrent I/O operations; the default multiplier -1.0 prefers idle hosts."""
+
+    column = "num_io_ops"
+
+
+class NumInstancesWeigher(_ColumnWeigher):
+    """Instance count; default multiplier 0.0 (off), as in Nova."""
+
+    column = "num_instances"
+
+
+class _SoftGroupWeigher:
+    policy = ""
+    sign = 1.0
+
+    def __init__(self, name: str, multiplier: float) -> None:
+        self.name = name
+        self.multiplier = multiplier
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
+        group = ctx.spec.group
+        if group is None or group.policy != self.policy:
+            return None
+        members = ctx.ledger.group_members(group.id)
+        if not members:
+            return None
+        raw = np.zeros(table.n, dtype=np.float64)
+        rows = np.fromiter(members.keys(), dtype=np.intp, count=len(members))
+        raw[rows] = self.sign * np.fromiter(members.values(), dtype=np.float64, count=len(members))
+        return raw
+
+
+class ServerGroupSoftAffinityWeigher(_SoftGroupWeigher):
+    """More group members on a host -> higher weight."""
+
+    policy = "soft-affinity"
+
+
+class ServerGroupSoftAntiAffinityWeigher(_SoftGroupWeigher):
+    """More group members on a host -> lower weight."""
+
+    policy = "soft-anti-affinity"
+    sign = -1.0
+
+
+def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
+    """Nova's default weighers with the multipliers from ``config``."""
+    return [
+        RAMWeigher("RAMWeigher", config.ram_weight_multiplier),
+        CPUWeigher("CPUWeigher", config.cpu_weight_multiplier),
+        DiskWeigher("DiskWeigher", config.disk_weight_multiplier),
+        IoOpsWeigher("IoOpsWeigher", config.io_ops_weight_multiplier),
+        NumInstancesWeigher("NumInstancesWeigher", config.num_instances_weight_multiplier),
+        ServerGroupSoftAffinityWeigher(
+            "ServerGroupSoftAffinityWeigher", config.soft_affinity_weight_multiplier
+        ),
+        ServerGroupSoftAntiAffinityWeigher(
+            "ServerGroupSoftAntiAffinityWeigher", config.soft_anti_affinity_weight_multiplier
+        ),
+    ]

@@ -1,0 +1,68 @@
+"""Errors every layer raises, and the AMQP client re-raises by name.
+
+A caller can catch :class:`SchedulerError` for all of them. Each carries a
+message that says what was wrong, with the offending value, and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "InvalidRequest",
+    "NoValidHost",
+    "SchedulerError",
+    "SchedulerStopped",
+    "error_from_wire",
+]
+
+
+class SchedulerError(Exception):
+    """Base class of every error actorsched raises on purpose."""
+
+
+class NoValidHost(SchedulerError):
+    """No host passed the filters for one instance of a request.
+
+    ``filter_counts`` maps each filter's name to the number of hosts it
+    removed (each host is charged to the first filter that rejected it), so
+    the message reads like kube-scheduler's ``0/N nodes are available``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        instance_uuid: str | None = None,
+        total_hosts: int = 0,
+        filter_counts: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.instance_uuid = instance_uuid
+        self.total_hosts = total_hosts
+        self.filter_counts: dict[str, int] = dict(filter_counts or {})
+
+
+class InvalidRequest(SchedulerError):
+    """The request cannot be handled as sent (bad field, bad mix of uuids...)."""
+
+
+class SchedulerStopped(SchedulerError):
+    """The scheduler is stopped, or stopped before it could answer this call."""
+
+
+_BY_NAME: dict[str, type[SchedulerError]] = {
+    cls.__name__: cls for cls in (SchedulerError, NoValidHost, InvalidRequest, SchedulerStopped)
+}
+
+
+def error_from_wire(type_name: str, message: str) -> SchedulerError:
+    """Rebuild an error sent as ``{"type": ..., "message": ...}``.
+
+    Unknown type names become a plain :class:`SchedulerError` whose message
+    keeps the original name, so nothing is silently re-labelled.
+    """
+    cls = _BY_NAME.get(type_name)
+    if cls is None:
+        return SchedulerError(f"{type_name}: {message}")
+    return cls(message)

@@ -1,0 +1,195 @@
+"""The pydantic v2 types every layer shares, and the AMQP wire carries.
+
+Messages are strict (``"1"`` is not an int), reject unknown fields and are
+frozen, so a model that passed validation stays valid. Sizes are bounded so
+hostile numbers cannot overflow the int64 host table.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "BUILTIN_FILTERS",
+    "HostReport",
+    "HostState",
+    "RequestSpec",
+    "SchedulerConfig",
+    "Selection",
+    "ServerGroup",
+]
+
+# 2**40 MB is an exabyte of RAM: far past any host, far below int64 overflow.
+_MAX_SIZE = 2**40
+_MAX_LIST = 10_000
+
+Name = Annotated[str, Field(min_length=1, max_length=255)]
+Size = Annotated[int, Field(ge=0, le=_MAX_SIZE)]
+Count = Annotated[int, Field(ge=0, le=2**31)]
+
+
+def _unique(values: list[str]) -> list[str]:
+    if len(set(values)) != len(values):
+        seen: set[str] = set()
+        dupes: set[str] = set()
+        for v in values:
+            (dupes if v in seen else seen).add(v)
+        raise ValueError(f"instance_uuids must be unique; repeated: {sorted(dupes)}")
+    return values
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class HostReport(_Message):
+    """What a compute node says about itself (Nova's ``update_from_compute_node``).
+
+    ``generation`` must grow with every report of a host; a report whose
+    generation is not above the last applied one is stale and ignored.
+    ``instances`` lists the instance uuids the node runs: a claim stays
+    assumed until its instance shows up here.
+
+    >>> HostReport(host="node1", generation=1, memory_mb=4096, memory_mb_used=0,
+    ...            vcpus=4, vcpus_used=0, local_gb=100, local_gb_used=0).host
+    'node1'
+    """
+
+    host: Name
+    generation: Annotated[int, Field(ge=0, le=2**62)]
+    memory_mb: Size
+    memory_mb_used: Size
+    memory_mb_reserved: Size = 0
+    vcpus: Count
+    vcpus_used: Count
+    local_gb: Size
+    local_gb_used: Size
+    availability_zone: Name | None = None
+    enabled: bool = True
+    traits: Annotated[list[Name], Field(max_length=1_000)] = []
+    instances: Annotated[list[Name], Field(max_length=_MAX_LIST)] = []
+    num_io_ops: Count = 0
+
+
+class ServerGroup(_Message):
+    """A server group and its policy; ``id`` is shared by every request of the group."""
+
+    id: Name
+    policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
+
+
+class RequestSpec(_Message):
+    """A request to place one or more instances of one flavor (Nova's ``RequestSpec``).
+
+    Placing is all or nothing: every instance gets a host or none does.
+    ``same_host``/``different_host`` are Nova's scheduler hints (instance
+    uuids); ``ignore_hosts`` names hosts never to pick.
+    """
+
+    instance_uuids: Annotated[
+        list[Name], Field(min_length=1, max_length=1_000), AfterValidator(_unique)
+    ]
+    memory_mb: Size
+    vcpus: Count
+    disk_gb: Size
+    availability_zone: Name | None = None
+    required_traits: Annotated[list[Name], Field(max_length=1_000)] = []
+    forbidden_traits: Annotated[list[Name], Field(max_length=1_000)] = []
+    group: ServerGroup | None = None
+    same_host: Annotated[list[Name], Field(max_length=_MAX_LIST)] = []
+    different_host: Annotated[list[Name], Field(max_length=_MAX_LIST)] = []
+    ignore_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = []
+
+
+class Selection(_Message):
+    """The host chosen for one instance, and the next best hosts to retry on."""
+
+    instance_uuid: Name
+    host: Name
+    alternates: list[Name] = []
+
+
+class HostState(_Message):
+    """A read-only snapshot of one host, as the scheduler counts it.
+
+    ``free_ram_mb`` is memory_mb - memory_mb_reserved - memory_mb_used -
+    claimed-not-yet-reported + released-still-reported, with no allocation
+    ratio applied (as Nova's ``free_ram_mb``); disk and vCPUs likewise.
+    """
+
+    host: Name
+    generation: int
+    enabled: bool
+    availability_zone: str | None
+    traits: list[str]
+    memory_mb: int
+    memory_mb_reserved: int
+    free_ram_mb: int
+    local_gb: int
+    free_disk_gb: int
+    vcpus_total: int
+    vcpus_used: int
+    num_instances: int
+    num_io_ops: int
+    assumed_claims: int
+    reported_at: float
+
+
+BUILTIN_FILTERS: tuple[str, ...] = (
+    "ComputeFilter",
+    "AvailabilityZoneFilter",
+    "RamFilter",
+    "CoreFilter",
+    "DiskFilter",
+    "RequiredTraitsFilter",
+    "ForbiddenTraitsFilter",
+    "SameHostFilter",
+    "DifferentHostFilter",
+    "ServerGroupAffinityFilter",
+    "ServerGroupAntiAffinityFilter",
+    "NumInstancesFilter",
+    "IoOpsFilter",
+)
+
+
+def _known_filters(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in BUILTIN_FILTERS]
+    if unknown:
+        raise ValueError(
+            f"unknown filter(s) {unknown}; built-in filters are {list(BUILTIN_FILTERS)} "
+            "(custom filters are passed to Scheduler(filters=...))"
+        )
+    return names
+
+
+class SchedulerConfig(BaseModel):
+    """Tunables, named and defaulted as in Nova's ``[filter_scheduler]`` section.
+
+    >>> SchedulerConfig(cpu_allocation_ratio=16.0).ram_allocation_ratio
+    1.0
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ram_allocation_ratio: float = Field(1.0, gt=0)
+    cpu_allocation_ratio: float = Field(4.0, gt=0)
+    disk_allocation_ratio: float = Field(1.0, gt=0)
+    enabled_filters: Annotated[list[str], AfterValidator(_known_filters)] = list(BUILTIN_FILTERS)
+    ram_weight_multiplier: float = 1.0
+    cpu_weight_multiplier: float = 1.0
+    disk_weight_multiplier: float = 1.0
+    io_ops_weight_multiplier: float = -1.0
+    num_instances_weight_multiplier: float = 0.0
+    soft_affinity_weight_multiplier: float = Field(1.0, ge=0)
+    soft_anti_affinity_weight_multiplier: float = Field(1.0, ge=0)
+    host_subset_size: int = Field(1, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    max_io_ops_per_host: int = Field(8, ge=0)
+    max_instances_per_host: int = Field(50, ge=0)
+    service_down_time: float = Field(60.0, gt=0)
+    claim_timeout: float = Field(600.0, gt=0)
+    mailbox_size: int = Field(1024, ge=1)
+    max_batch: int = Field(256, ge=1)
+    seed: int | None = None

@@ -1,0 +1,158 @@
+"""The facade people embed: ``async with Scheduler() as s``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TypeVar, cast
+
+from .actor import BatchSink, Owner
+from .core import (
+    Command,
+    GetHostStates,
+    HostFilter,
+    HostWeigher,
+    Release,
+    RemoveHost,
+    SchedulerCore,
+    SelectDestinations,
+    UpdateHost,
+)
+from .errors import InvalidRequest, SchedulerStopped
+from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+
+__all__ = ["Scheduler"]
+
+_T = TypeVar("_T")
+
+
+def _expect(value: object, kind: type[_T], what: str) -> _T:
+    if not isinstance(value, kind):
+        raise InvalidRequest(
+            f"{what} expects a {kind.__name__}, got {type(value).__name__}: "
+            f"build one with {kind.__name__}.model_validate(...)"
+        )
+    return value
+
+
+class Scheduler:
+    """A placement scheduler whose host state one owner task holds.
+
+    Every call is a message to that owner, so concurrent callers can never
+    see or make a half-applied change, and no locks are needed.
+
+    >>> import asyncio
+    >>> async def main() -> str:
+    ...     async with Scheduler() as s:
+    ...         await s.update_host(HostReport(host="node1", generation=1, memory_mb=8192,
+    ...             memory_mb_used=0, vcpus=8, vcpus_used=0, local_gb=100, local_gb_used=0))
+    ...         [sel] = await s.select_destinations(
+    ...             RequestSpec(instance_uuids=["vm-1"], memory_mb=1024, vcpus=1, disk_gb=10))
+    ...         return sel.host
+    >>> asyncio.run(main())
+    'node1'
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        filters: Sequence[HostFilter] = (),
+        weighers: Sequence[HostWeigher] = (),
+        clock: Callable[[], float] = time.time,
+        sink: BatchSink | None = None,
+    ) -> None:
+        self.config = config or SchedulerConfig()
+        self._core = SchedulerCore(self.config, filters=filters, weighers=weighers)
+        self._clock = clock
+        self._sink = sink
+        self._owner: Owner | None = None
+        self._stopped = False
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the owner task (``async with`` does this for you)."""
+        if self._stopped:
+            raise SchedulerStopped("this Scheduler was stopped; make a new one")
+        if self._owner is None:
+            self._owner = Owner(
+                self._core,
+                mailbox_size=self.config.mailbox_size,
+                max_batch=self.config.max_batch,
+                clock=self._clock,
+                sink=self._sink,
+            )
+            self._owner.start()
+
+    async def stop(self) -> None:
+        """Answer every call sent so far; later and still-queued calls get SchedulerStopped."""
+        self._stopped = True
+        if self._owner is not None:
+            await self._owner.stop()
+
+    async def __aenter__(self) -> Scheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _ask(self, command: Command) -> object:
+        if self._owner is None or self._stopped:
+            raise SchedulerStopped(
+                "the scheduler is not running: use `async with Scheduler() as s` or await start()"
+            )
+        return await self._owner.ask(command)
+
+    # -- the API --------------------------------------------------------------
+
+    async def update_host(self, report: HostReport) -> bool:
+        """Apply a host report; False, and nothing changed, when it is stale."""
+        _expect(report, HostReport, "update_host")
+        return cast(bool, await self._ask(UpdateHost(report)))
+
+    async def select_destinations(self, spec: RequestSpec) -> list[Selection]:
+        """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
+        _expect(spec, RequestSpec, "select_destinations")
+        return cast(list[Selection], await self._ask(SelectDestinations(spec)))
+
+    async def release(self, instance_uuid: str) -> bool:
+        """Free that instance's claim at once; False when it holds none."""
+        _expect(instance_uuid, str, "release")
+        return cast(bool, await self._ask(Release(instance_uuid)))
+
+    async def remove_host(self, host: str) -> bool:
+        """Forget a host and its claims; False when unknown."""
+        _expect(host, str, "remove_host")
+        return cast(bool, await self._ask(RemoveHost(host)))
+
+    async def host_states(self) -> dict[str, HostState]:
+        """A consistent snapshot of every host, taken in one step of the owner."""
+        return cast(dict[str, HostState], await self._ask(GetHostStates()))
+
+    # -- introspection (cheap, read from the owner's side) --------------------
+
+    @property
+    def mailbox_depth(self) -> int:
+        """Messages waiting in the owner's mailbox."""
+        return self._owner.mailbox_depth if self._owner is not None else 0
+
+    @property
+    def host_count(self) -> int:
+        return self._core.table.count
+
+    @property
+    def claim_count(self) -> int:
+        return len(self._core.ledger)
+
+    @property
+    def core(self) -> SchedulerCore:
+        """The core, for tests and the journal; never change it from outside the owner."""
+        return self._core
