@@ -26,10 +26,17 @@ from numpy.typing import NDArray
 
 from ..errors import InvalidRequest, NoValidHost
 from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
-from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
+from .filters import (
+    BUILTIN_FILTER_CLASSES,
+    ComputeFilter,
+    HostFilter,
+    IoOpsFilter,
+    NumInstancesFilter,
+    PlacementContext,
+)
 from .ledger import Claim, ClaimLedger
-from .table import HostTable
-from .weighers import HostWeigher, builtin_weighers
+from .table import WEIGH_COLUMNS, HostTable
+from .weighers import ColumnWeigher, HostWeigher, builtin_weighers
 
 __all__ = [
     "Command",
@@ -44,6 +51,10 @@ __all__ = [
 log = logging.getLogger("actorsched.core")
 
 _EMPTY: frozenset[str] = frozenset()
+# Added to (subtracted from) the weigher values of rows that failed a filter,
+# so that they can be neither the minimum, the maximum nor the best score.
+_OUT_OF_REACH = 1e300
+_ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +113,27 @@ class SchedulerCore:
             BUILTIN_FILTER_CLASSES[name]() for name in config.enabled_filters
         ]
         self.filters.extend(filters)
+        # Filters answered per row by table.row_ok (kept current on every row
+        # change) or by the one freshness compare below; the rest run per request.
+        names = set(config.enabled_filters)
+        self.table.check_enabled = "ComputeFilter" in names
+        if "NumInstancesFilter" in names:
+            self.table.max_instances = config.max_instances_per_host
+        if "IoOpsFilter" in names:
+            self.table.max_io_ops = config.max_io_ops_per_host
+        self._check_fresh = "ComputeFilter" in names
+        self._request_filters = [f for f in self.filters if not isinstance(f, _ROW_LOCAL_FILTERS)]
         self.weighers: list[HostWeigher] = [
             w for w in [*builtin_weighers(config), *weighers] if w.multiplier != 0
         ]
+        # weighers over the table's weigher matrix are summed in one product
+        self._matrix_multipliers = np.zeros(len(WEIGH_COLUMNS), dtype=np.float64)
+        self._other_weighers: list[HostWeigher] = []
+        for w in self.weighers:
+            if isinstance(w, ColumnWeigher) and w.column in WEIGH_COLUMNS:
+                self._matrix_multipliers[WEIGH_COLUMNS.index(w.column)] += w.multiplier
+            else:
+                self._other_weighers.append(w)
         self._rng = random.Random(config.seed)
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
@@ -135,17 +164,6 @@ class SchedulerCore:
             row = table.add_row(report.host)
         elif report.generation <= table.ints["generation"][row]:
             return False
-        ints = table.ints
-        ints["generation"][row] = report.generation
-        ints["mem_total"][row] = report.memory_mb
-        ints["mem_reserved"][row] = report.memory_mb_reserved
-        ints["mem_used"][row] = report.memory_mb_used
-        ints["vcpus_total"][row] = report.vcpus
-        ints["vcpus_used"][row] = report.vcpus_used
-        ints["disk_total"][row] = report.local_gb
-        ints["disk_used"][row] = report.local_gb_used
-        ints["io_ops_reported"][row] = report.num_io_ops
-        ints["reported_instances"][row] = len(report.instances)
         table.floats["reported_at"][row] = now
         table.enabled[row] = report.enabled
         table.zone[row] = table.zone_id(report.availability_zone, create=True)
@@ -154,8 +172,22 @@ class SchedulerCore:
             mask = table.trait_mask(traits, create=True)
             table.traits[row] = mask
             table.host_traits[row] = traits
+        table.set_reported(
+            row,
+            (
+                report.generation,
+                report.memory_mb,
+                report.memory_mb_reserved,
+                report.memory_mb_used,
+                report.vcpus,
+                report.vcpus_used,
+                report.local_gb,
+                report.local_gb_used,
+                report.num_io_ops,
+                len(report.instances),
+            ),
+        )
         self._reconcile(row, frozenset(report.instances), now)
-        table.refresh(row)
         return True
 
     def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:
@@ -344,36 +376,62 @@ class SchedulerCore:
 
     def _passing(self, ctx: PlacementContext) -> NDArray[np.bool_]:
         table = self.table
-        mask = table.active[: table.n].copy()
+        n = table.n
+        if self._check_fresh:
+            fresh = table.floats["reported_at"][:n] >= ctx.now - self.config.service_down_time
+            mask = np.logical_and(table.row_ok[:n], fresh, out=fresh)
+        else:
+            mask = table.row_ok[:n].copy()
         ignored = self._ignored(ctx)
         if ignored is not None:
             mask &= ignored
-        for f in self.filters:
+        for f in self._request_filters:
             passed = f.filter_all(table, ctx)
             if passed is not None:
                 mask &= passed
         return mask
 
     def _ranked(self, mask: NDArray[np.bool_], ctx: PlacementContext) -> list[int]:
-        """Best rows first: enough for the random subset and the alternates."""
+        """Best rows first: enough for the random subset and the alternates.
+
+        Each weigher's values are min-max normalized over the passing rows
+        and multiplied, as ``nova/weights.py`` does. Normalizing is
+        ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds the same
+        constant to every row, so only ``m / (hi - lo)`` matters for the
+        order, and the built-in weighers are summed in one matrix product.
+        """
         table = self.table
-        total = np.zeros(table.n, dtype=np.float64)
-        for weigher in self.weighers:
+        n = table.n
+        matrix = table.weigh_matrix[:, :n]
+        all_pass = bool(mask.all())
+        penalty: NDArray[np.float64] | None = None
+        if all_pass:
+            lo = matrix.min(axis=1)
+            hi = matrix.max(axis=1)
+        else:
+            # rows that failed a filter are pushed out of reach of min and max
+            penalty = np.logical_not(mask) * _OUT_OF_REACH
+            lo = (matrix + penalty).min(axis=1)
+            hi = (matrix - penalty).max(axis=1)
+        span = hi - lo
+        coef = np.divide(self._matrix_multipliers, span, out=np.zeros_like(span), where=span > 0)
+        scores = coef @ matrix
+        for weigher in self._other_weighers:
             raw = weigher.weigh_all(table, ctx)
             if raw is None:
                 continue
-            lo = float(raw.min(where=mask, initial=np.inf))
-            hi = float(raw.max(where=mask, initial=-np.inf))
-            if hi > lo:
-                # (raw - lo) / (hi - lo) * m, minus a constant that cannot change the order
-                total += (weigher.multiplier / (hi - lo)) * raw
-        scores = np.where(mask, total, -np.inf)
+            w_lo = float(raw.min(where=mask, initial=np.inf))
+            w_hi = float(raw.max(where=mask, initial=-np.inf))
+            if w_hi > w_lo:
+                scores += (weigher.multiplier / (w_hi - w_lo)) * raw
+        if penalty is not None:
+            scores -= penalty
         want = self.config.host_subset_size + self.config.max_attempts - 1
         top: list[int] = []
         if want <= 16:
             for _ in range(want):
                 best = int(scores.argmax())
-                if scores[best] == -np.inf:
+                if not mask[best] or scores[best] == -np.inf:
                     break
                 top.append(best)
                 scores[best] = -np.inf

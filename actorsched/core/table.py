@@ -11,6 +11,12 @@ Rules this module keeps:
   a filter is one comparison over a whole column and never a Python loop.
 * A row that is not ``active`` (never used, or its host removed) has
   ``-inf`` headroom and ``enabled`` False, so it can pass no resource filter.
+* Raw integer figures are stored row-major (``raw[row]`` is one host), so a
+  refresh reads a host's figures in one call; the columns in ``ints`` are
+  views of it. Derived figures are contiguous float columns for the filters.
+* ``row_ok`` holds, per row, the filters whose answer depends on that row
+  alone (enabled, instance and I/O limits); it is kept current by refresh,
+  so a request pays one AND for all of them.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from ..models import HostState
 
 __all__ = ["HostTable"]
 
+# Order matters: a report writes REPORTED in one slice; claims and releases
+# add to CLAIMED and RELEASED (mem, vcpus, disk, count) in one slice each.
 _INT_COLUMNS = (
     "generation",
     "mem_total",
@@ -31,29 +39,32 @@ _INT_COLUMNS = (
     "vcpus_used",
     "disk_total",
     "disk_used",
+    "io_ops_reported",
+    "reported_instances",
     "claimed_mem",
     "claimed_vcpus",
     "claimed_disk",
+    "assumed_count",
     "released_mem",
     "released_vcpus",
     "released_disk",
-    "reported_instances",
-    "assumed_count",
     "released_count",
-    "io_ops_reported",
 )
+REPORTED = slice(0, 10)
+_CLAIMED = 10
+_RELEASED = 14
 _FLOAT_COLUMNS = (
     "reported_at",
     # derived, see refresh()
-    "free_ram",
-    "free_disk",
     "free_vcpus",
     "ram_headroom",
     "disk_headroom",
     "vcpu_headroom",
-    "num_instances",
-    "num_io_ops",
 )
+# Derived columns the built-in weighers read. They live as the rows of one
+# 2-D array (``weigh_matrix``) so that normalizing and summing every weigher
+# is a couple of NumPy calls over the matrix instead of several per weigher.
+WEIGH_COLUMNS = ("free_ram", "vcpu_headroom_w", "free_disk", "num_io_ops", "num_instances")
 
 
 class HostTable:
@@ -82,8 +93,15 @@ class HostTable:
         self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.traits: NDArray[np.uint64] = np.zeros((0, 1), dtype=np.uint64)
+        self.row_ok: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.raw: NDArray[np.int64] = np.zeros((0, len(_INT_COLUMNS)), dtype=np.int64)
         self.ints: dict[str, NDArray[np.int64]] = {}
+        # row-local filter limits; the engine sets them from the enabled filters
+        self.check_enabled = False
+        self.max_instances: float = np.inf
+        self.max_io_ops: float = np.inf
         self.floats: dict[str, NDArray[np.float64]] = {}
+        self.weigh_matrix: NDArray[np.float64] = np.zeros((len(WEIGH_COLUMNS), 0))
         self._grow(64)
 
     # -- rows -------------------------------------------------------------
@@ -101,11 +119,18 @@ class HostTable:
         self.enabled = grown(self.enabled, False)  # type: ignore[assignment]
         self.zone = grown(self.zone, -1)  # type: ignore[assignment]
         self.traits = grown(self.traits, 0)  # type: ignore[assignment]
-        for name in _INT_COLUMNS:
-            self.ints[name] = grown(self.ints.get(name, np.zeros(0, np.int64)), 0)  # type: ignore[assignment]
+        self.row_ok = grown(self.row_ok, False)  # type: ignore[assignment]
+        self.raw = grown(self.raw, 0)  # type: ignore[assignment]
+        for index, name in enumerate(_INT_COLUMNS):
+            self.ints[name] = self.raw[:, index]  # a view: writes land in raw
         for name in _FLOAT_COLUMNS:
-            fill = -np.inf if name.endswith("headroom") or name == "reported_at" else 0.0
+            fill = -np.inf
             self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)), fill)  # type: ignore[assignment]
+        matrix = np.zeros((len(WEIGH_COLUMNS), capacity), dtype=np.float64)
+        matrix[:, :old] = self.weigh_matrix[:, :old]
+        self.weigh_matrix = matrix
+        for index, name in enumerate(WEIGH_COLUMNS):
+            self.floats[name] = matrix[index]  # a view: writes land in the matrix
         self.name_of.extend([None] * (capacity - old))
         self.host_traits.extend([()] * (capacity - old))
         self._capacity = capacity
@@ -136,10 +161,11 @@ class HostTable:
         self.enabled[row] = False
         self.zone[row] = -1
         self.traits[row] = 0
-        for col in self.ints.values():
-            col[row] = 0
-        for name, fcol in self.floats.items():
-            fcol[row] = -np.inf if name.endswith("headroom") or name == "reported_at" else 0.0
+        self.row_ok[row] = False
+        self.raw[row] = 0
+        for name in _FLOAT_COLUMNS:
+            self.floats[name][row] = -np.inf
+        self.weigh_matrix[:, row] = 0.0
         self._free_rows.append(row)
         self.count -= 1
 
@@ -194,47 +220,75 @@ class HostTable:
             return self.floats[name][: self.n]
         return self.ints[name][: self.n]
 
-    def refresh(self, row: int) -> None:
-        """Recompute the derived figures of ``row`` from its raw ones."""
-        i = self.ints
+    def refresh(self, row: int, raw: list[int] | None = None) -> None:
+        """Recompute the derived figures of ``row`` from its raw ones (given or read)."""
+        (
+            _generation,
+            mem_total,
+            mem_reserved,
+            mem_used,
+            vcpus_total,
+            vcpus_used,
+            disk_total,
+            disk_used,
+            io_ops,
+            reported,
+            claimed_mem,
+            claimed_vcpus,
+            claimed_disk,
+            assumed,
+            released_mem,
+            released_vcpus,
+            released_disk,
+            released,
+        ) = self.raw[row].tolist() if raw is None else raw
+        usable_mem = mem_total - mem_reserved
+        used_mem = mem_used + claimed_mem - released_mem
+        used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
+        used_disk = disk_used + claimed_disk - released_disk
+        num_instances = reported + assumed - released
+        num_io_ops = io_ops + assumed
         f = self.floats
-        credit_mem = int(i["released_mem"][row]) - int(i["claimed_mem"][row])
-        credit_vcpus = int(i["released_vcpus"][row]) - int(i["claimed_vcpus"][row])
-        credit_disk = int(i["released_disk"][row]) - int(i["claimed_disk"][row])
-        usable_mem = int(i["mem_total"][row]) - int(i["mem_reserved"][row])
-        used_mem = int(i["mem_used"][row]) - credit_mem
-        used_vcpus = int(i["vcpus_used"][row]) - credit_vcpus
-        used_disk = int(i["disk_used"][row]) - credit_disk
         f["free_ram"][row] = usable_mem - used_mem
-        f["free_disk"][row] = int(i["disk_total"][row]) - used_disk
-        f["free_vcpus"][row] = int(i["vcpus_total"][row]) - used_vcpus
+        f["free_disk"][row] = disk_total - used_disk
+        f["free_vcpus"][row] = vcpus_total - used_vcpus
         f["ram_headroom"][row] = usable_mem * self.ram_ratio - used_mem
-        f["disk_headroom"][row] = int(i["disk_total"][row]) * self.disk_ratio - used_disk
-        f["vcpu_headroom"][row] = int(i["vcpus_total"][row]) * self.cpu_ratio - used_vcpus
-        f["num_instances"][row] = (
-            int(i["reported_instances"][row])
-            + int(i["assumed_count"][row])
-            - int(i["released_count"][row])
+        f["disk_headroom"][row] = disk_total * self.disk_ratio - used_disk
+        f["vcpu_headroom"][row] = f["vcpu_headroom_w"][row] = (
+            vcpus_total * self.cpu_ratio - used_vcpus
         )
-        f["num_io_ops"][row] = int(i["io_ops_reported"][row]) + int(i["assumed_count"][row])
+        f["num_instances"][row] = num_instances
+        f["num_io_ops"][row] = num_io_ops
+        self.row_ok[row] = (
+            bool(self.active[row])
+            and (bool(self.enabled[row]) or not self.check_enabled)
+            and num_instances < self.max_instances
+            and num_io_ops < self.max_io_ops
+        )
+
+    def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
+        raw = self.raw[row].tolist()
+        raw[start] += sign * mem
+        raw[start + 1] += sign * vcpus
+        raw[start + 2] += sign * disk
+        raw[start + 3] += sign
+        self.raw[row] = raw
+        self.refresh(row, raw)
 
     def add_claimed(self, row: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         """Add (sign=+1) or remove (sign=-1) one assumed claim's resources on ``row``."""
-        i = self.ints
-        i["claimed_mem"][row] += sign * mem
-        i["claimed_vcpus"][row] += sign * vcpus
-        i["claimed_disk"][row] += sign * disk
-        i["assumed_count"][row] += sign
-        self.refresh(row)
+        self._add(row, _CLAIMED, mem, vcpus, disk, sign)
 
     def add_released(self, row: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         """Credit (sign=+1) or stop crediting (sign=-1) a released, still-listed instance."""
-        i = self.ints
-        i["released_mem"][row] += sign * mem
-        i["released_vcpus"][row] += sign * vcpus
-        i["released_disk"][row] += sign * disk
-        i["released_count"][row] += sign
-        self.refresh(row)
+        self._add(row, _RELEASED, mem, vcpus, disk, sign)
+
+    def set_reported(self, row: int, figures: tuple[int, ...]) -> None:
+        """Write a report's figures (the ``REPORTED`` columns, in order) and refresh."""
+        raw = self.raw[row].tolist()
+        raw[REPORTED] = figures
+        self.raw[row] = raw
+        self.refresh(row, raw)
 
     def state(self, row: int) -> HostState:
         """A :class:`HostState` snapshot of ``row`` (built without re-validation)."""

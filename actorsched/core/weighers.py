@@ -25,7 +25,7 @@ from ..models import SchedulerConfig
 from .filters import PlacementContext
 from .table import HostTable
 
-__all__ = ["HostWeigher", "builtin_weighers"]
+__all__ = ["ColumnWeigher", "HostWeigher", "builtin_weighers"]
 
 FloatColumn = NDArray[np.float64]
 
@@ -40,7 +40,9 @@ class HostWeigher(Protocol):
     def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None: ...
 
 
-class _ColumnWeigher:
+class ColumnWeigher:
+    """A weigher whose raw values are one of the table's weigher columns."""
+
     column = ""
 
     def __init__(self, name: str, multiplier: float) -> None:
@@ -51,31 +53,31 @@ class _ColumnWeigher:
         return table.floats[self.column][: table.n]
 
 
-class RAMWeigher(_ColumnWeigher):
+class RAMWeigher(ColumnWeigher):
     """Free RAM (Nova's ``free_ram_mb``): spread by default, stack with a negative multiplier."""
 
     column = "free_ram"
 
 
-class CPUWeigher(_ColumnWeigher):
+class CPUWeigher(ColumnWeigher):
     """Free vCPUs with the allocation ratio applied, as Nova's CPUWeigher."""
 
-    column = "vcpu_headroom"
+    column = "vcpu_headroom_w"
 
 
-class DiskWeigher(_ColumnWeigher):
+class DiskWeigher(ColumnWeigher):
     """Free local disk (no ratio), as Nova's DiskWeigher."""
 
     column = "free_disk"
 
 
-class IoOpsWeigher(_ColumnWeigher):
+class IoOpsWeigher(ColumnWeigher):
     """Concurrent I/O operations; the default multiplier -1.0 prefers idle hosts."""
 
     column = "num_io_ops"
 
 
-class NumInstancesWeigher(_ColumnWeigher):
+class NumInstancesWeigher(ColumnWeigher):
     """Instance count; default multiplier 0.0 (off), as in Nova."""
 
     column = "num_instances"
