@@ -102,7 +102,10 @@ class Owner:
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
-        await self._queue.put(envelope)
+        try:
+            self._queue.put_nowait(envelope)
+        except asyncio.QueueFull:  # backpressure: wait for room in the mailbox
+            await self._queue.put(envelope)
         if self._closed:  # the owner finished draining before this put landed
             self._fail_queued()
         return await envelope.future

@@ -8,6 +8,7 @@ from .engine import (
     SchedulerCore,
     SelectDestinations,
     UpdateHost,
+    UpdateHosts,
 )
 from .filters import HostFilter, PerHostFilter, PlacementContext
 from .ledger import Claim, ClaimLedger
@@ -29,4 +30,5 @@ __all__ = [
     "SchedulerCore",
     "SelectDestinations",
     "UpdateHost",
+    "UpdateHosts",
 ]

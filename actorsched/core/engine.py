@@ -46,6 +46,7 @@ __all__ = [
     "SchedulerCore",
     "SelectDestinations",
     "UpdateHost",
+    "UpdateHosts",
 ]
 
 log = logging.getLogger("actorsched.core")
@@ -60,6 +61,11 @@ _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 @dataclass(frozen=True, slots=True)
 class UpdateHost:
     report: HostReport
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateHosts:
+    reports: tuple[HostReport, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +88,7 @@ class GetHostStates:
     pass
 
 
-Command = UpdateHost | SelectDestinations | Release | RemoveHost | GetHostStates
+Command = UpdateHost | UpdateHosts | SelectDestinations | Release | RemoveHost | GetHostStates
 
 
 class SchedulerCore:
@@ -146,6 +152,8 @@ class SchedulerCore:
             return self.select_destinations(command.spec, now)
         if isinstance(command, UpdateHost):
             return self.update_host(command.report, now)
+        if isinstance(command, UpdateHosts):
+            return [self.update_host(report, now) for report in command.reports]
         if isinstance(command, Release):
             return self.release(command.instance_uuid, now)
         if isinstance(command, RemoveHost):
@@ -167,11 +175,8 @@ class SchedulerCore:
         table.floats["reported_at"][row] = now
         table.enabled[row] = report.enabled
         table.zone[row] = table.zone_id(report.availability_zone, create=True)
-        traits = tuple(report.traits)
-        if traits != table.host_traits[row]:
-            mask = table.trait_mask(traits, create=True)
-            table.traits[row] = mask
-            table.host_traits[row] = traits
+        if tuple(report.traits) != table.host_traits[row]:
+            table.set_traits(row, report.traits)
         table.set_reported(
             row,
             (
@@ -199,7 +204,10 @@ class SchedulerCore:
                     del self._reported_row[uuid]
             for uuid in listed - old:
                 self._reported_row[uuid] = row
-            self._listed[row] = listed
+            if listed:
+                self._listed[row] = listed
+            else:  # most hosts list nothing: keep no set for them (memory at 100k hosts)
+                del self._listed[row]
         table = self.table
         ledger = self.ledger
         for uuid in list(ledger.by_row.get(row, ())):

@@ -10,7 +10,8 @@ Rules this module keeps:
   row whenever any of its raw figures change (:meth:`HostTable.refresh`), so
   a filter is one comparison over a whole column and never a Python loop.
 * A row that is not ``active`` (never used, or its host removed) has
-  ``-inf`` headroom and ``enabled`` False, so it can pass no resource filter.
+  ``row_ok`` False and ``enabled`` False, and its figures are zero, so no
+  filter chain that starts from ``row_ok`` (or ``active``) can pass it.
 * Raw integer figures are stored row-major (``raw[row]`` is one host), so a
   refresh reads a host's figures in one call; the columns in ``ints`` are
   views of it. Derived figures are contiguous float columns for the filters.
@@ -56,15 +57,13 @@ _RELEASED = 14
 _FLOAT_COLUMNS = (
     "reported_at",
     # derived, see refresh()
-    "free_vcpus",
     "ram_headroom",
     "disk_headroom",
-    "vcpu_headroom",
 )
 # Derived columns the built-in weighers read. They live as the rows of one
 # 2-D array (``weigh_matrix``) so that normalizing and summing every weigher
 # is a couple of NumPy calls over the matrix instead of several per weigher.
-WEIGH_COLUMNS = ("free_ram", "vcpu_headroom_w", "free_disk", "num_io_ops", "num_instances")
+WEIGH_COLUMNS = ("free_ram", "vcpu_headroom", "free_disk", "num_io_ops", "num_instances")
 
 
 class HostTable:
@@ -89,6 +88,7 @@ class HostTable:
         self.trait_bits: dict[str, int] = {}
         self.trait_names: list[str] = []
         self.host_traits: list[tuple[str, ...]] = []
+        self._trait_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct set
         self.active: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
@@ -141,7 +141,9 @@ class HostTable:
             row = self._free_rows.pop()
         else:
             if self.n == self._capacity:
-                self._grow(self._capacity * 2)
+                # double while small, then grow by a quarter: less slack at 100k hosts
+                step = self._capacity if self._capacity < 4096 else self._capacity // 4
+                self._grow(self._capacity + step)
             row = self.n
             self.n += 1
         self.row_of[host] = row
@@ -212,6 +214,14 @@ class HostTable:
             mask[bit // 64] |= np.uint64(1 << (bit % 64))
         return mask
 
+    def set_traits(self, row: int, traits: list[str]) -> None:
+        """Record the traits ``row`` reports (as bits, and as the names for snapshots)."""
+        names = tuple(traits)
+        names = self._trait_sets.setdefault(names, names)
+        mask = self.trait_mask(names, create=True)
+        self.traits[row] = mask
+        self.host_traits[row] = names
+
     # -- figures ----------------------------------------------------------
 
     def column(self, name: str) -> NDArray[np.float64] | NDArray[np.int64]:
@@ -251,12 +261,9 @@ class HostTable:
         f = self.floats
         f["free_ram"][row] = usable_mem - used_mem
         f["free_disk"][row] = disk_total - used_disk
-        f["free_vcpus"][row] = vcpus_total - used_vcpus
         f["ram_headroom"][row] = usable_mem * self.ram_ratio - used_mem
         f["disk_headroom"][row] = disk_total * self.disk_ratio - used_disk
-        f["vcpu_headroom"][row] = f["vcpu_headroom_w"][row] = (
-            vcpus_total * self.cpu_ratio - used_vcpus
-        )
+        f["vcpu_headroom"][row] = vcpus_total * self.cpu_ratio - used_vcpus
         f["num_instances"][row] = num_instances
         f["num_io_ops"][row] = num_io_ops
         self.row_ok[row] = (
@@ -309,7 +316,9 @@ class HostTable:
             local_gb=int(i["disk_total"][row]),
             free_disk_gb=int(f["free_disk"][row]),
             vcpus_total=int(i["vcpus_total"][row]),
-            vcpus_used=int(i["vcpus_total"][row]) - int(f["free_vcpus"][row]),
+            vcpus_used=int(i["vcpus_used"][row])
+            + int(i["claimed_vcpus"][row])
+            - int(i["released_vcpus"][row]),
             num_instances=int(f["num_instances"][row]),
             num_io_ops=int(f["num_io_ops"][row]),
             assumed_claims=int(i["assumed_count"][row]),

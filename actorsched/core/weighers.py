@@ -62,7 +62,7 @@ class RAMWeigher(ColumnWeigher):
 class CPUWeigher(ColumnWeigher):
     """Free vCPUs with the allocation ratio applied, as Nova's CPUWeigher."""
 
-    column = "vcpu_headroom_w"
+    column = "vcpu_headroom"
 
 
 class DiskWeigher(ColumnWeigher):
