@@ -111,8 +111,25 @@ class SchedulerCore:
         weighers: Sequence[HostWeigher] = (),
     ) -> None:
         self.config = config = config or SchedulerConfig()
+        self.weighers: list[HostWeigher] = [
+            w for w in [*builtin_weighers(config), *weighers] if w.multiplier != 0
+        ]
+        # Weighers over the table's weigher matrix are summed in one product;
+        # the matrix rows in use come first so the product skips the others.
+        multipliers = dict.fromkeys(WEIGH_COLUMNS, 0.0)
+        self._other_weighers: list[HostWeigher] = []
+        for w in self.weighers:
+            if isinstance(w, ColumnWeigher) and w.column in multipliers:
+                multipliers[w.column] += w.multiplier
+            else:
+                self._other_weighers.append(w)
+        order = sorted(WEIGH_COLUMNS, key=lambda c: multipliers[c] == 0)
+        self._matrix_multipliers = [multipliers[c] for c in order if multipliers[c] != 0]
         self.table = HostTable(
-            config.ram_allocation_ratio, config.cpu_allocation_ratio, config.disk_allocation_ratio
+            config.ram_allocation_ratio,
+            config.cpu_allocation_ratio,
+            config.disk_allocation_ratio,
+            tuple(order),
         )
         self.ledger = ClaimLedger()
         self.filters: list[HostFilter] = [
@@ -129,17 +146,6 @@ class SchedulerCore:
             self.table.max_io_ops = config.max_io_ops_per_host
         self._check_fresh = "ComputeFilter" in names
         self._request_filters = [f for f in self.filters if not isinstance(f, _ROW_LOCAL_FILTERS)]
-        self.weighers: list[HostWeigher] = [
-            w for w in [*builtin_weighers(config), *weighers] if w.multiplier != 0
-        ]
-        # weighers over the table's weigher matrix are summed in one product
-        self._matrix_multipliers = np.zeros(len(WEIGH_COLUMNS), dtype=np.float64)
-        self._other_weighers: list[HostWeigher] = []
-        for w in self.weighers:
-            if isinstance(w, ColumnWeigher) and w.column in WEIGH_COLUMNS:
-                self._matrix_multipliers[WEIGH_COLUMNS.index(w.column)] += w.multiplier
-            else:
-                self._other_weighers.append(w)
         self._rng = random.Random(config.seed)
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
@@ -293,9 +299,7 @@ class SchedulerCore:
                 ]
                 host = names[row]
                 assert host is not None
-                selection = Selection.model_construct(
-                    instance_uuid=uuid, host=host, alternates=alternates
-                )
+                selection = Selection(instance_uuid=uuid, host=host, alternates=alternates)
                 self._claim(
                     Claim(
                         uuid,
@@ -410,20 +414,29 @@ class SchedulerCore:
         """
         table = self.table
         n = table.n
-        matrix = table.weigh_matrix[:, :n]
         all_pass = bool(mask.all())
         penalty: NDArray[np.float64] | None = None
-        if all_pass:
-            lo = matrix.min(axis=1)
-            hi = matrix.max(axis=1)
-        else:
-            # rows that failed a filter are pushed out of reach of min and max
+        if not all_pass:
+            # rows that failed a filter are pushed out of reach of min, max and argmax
             penalty = np.logical_not(mask) * _OUT_OF_REACH
-            lo = (matrix + penalty).min(axis=1)
-            hi = (matrix - penalty).max(axis=1)
-        span = hi - lo
-        coef = np.divide(self._matrix_multipliers, span, out=np.zeros_like(span), where=span > 0)
-        scores = coef @ matrix
+        multipliers = self._matrix_multipliers
+        if multipliers:
+            matrix = table.weigh_matrix[: len(multipliers), :n]
+            if penalty is None:
+                lo = matrix.min(axis=1).tolist()
+                hi = matrix.max(axis=1).tolist()
+            else:
+                lo = (matrix + penalty).min(axis=1).tolist()
+                hi = (matrix - penalty).max(axis=1).tolist()
+            coef = np.array(
+                [
+                    m / (h - low) if h > low else 0.0
+                    for m, low, h in zip(multipliers, lo, hi, strict=True)
+                ]
+            )
+            scores = coef @ matrix
+        else:
+            scores = np.zeros(n, dtype=np.float64)
         for weigher in self._other_weighers:
             raw = weigher.weigh_all(table, ctx)
             if raw is None:

@@ -73,7 +73,17 @@ class HostTable:
     ``[:n]`` is meaningful. Filters and weighers read ``column(name)``.
     """
 
-    def __init__(self, ram_ratio: float, cpu_ratio: float, disk_ratio: float) -> None:
+    def __init__(
+        self,
+        ram_ratio: float,
+        cpu_ratio: float,
+        disk_ratio: float,
+        weigh_columns: tuple[str, ...] = WEIGH_COLUMNS,
+    ) -> None:
+        if sorted(weigh_columns) != sorted(WEIGH_COLUMNS):
+            raise ValueError(f"weigh_columns must order {WEIGH_COLUMNS}, got {weigh_columns}")
+        # the engine puts the weighers in use first, so it can slice the matrix
+        self.weigh_columns = weigh_columns
         self.ram_ratio = ram_ratio
         self.cpu_ratio = cpu_ratio
         self.disk_ratio = disk_ratio
@@ -129,7 +139,7 @@ class HostTable:
         matrix = np.zeros((len(WEIGH_COLUMNS), capacity), dtype=np.float64)
         matrix[:, :old] = self.weigh_matrix[:, :old]
         self.weigh_matrix = matrix
-        for index, name in enumerate(WEIGH_COLUMNS):
+        for index, name in enumerate(self.weigh_columns):
             self.floats[name] = matrix[index]  # a view: writes land in the matrix
         self.name_of.extend([None] * (capacity - old))
         self.host_traits.extend([()] * (capacity - old))
@@ -298,13 +308,13 @@ class HostTable:
         self.refresh(row, raw)
 
     def state(self, row: int) -> HostState:
-        """A :class:`HostState` snapshot of ``row`` (built without re-validation)."""
+        """A :class:`HostState` snapshot of ``row``."""
         i = self.ints
         f = self.floats
         zid = int(self.zone[row])
         host = self.name_of[row]
         assert host is not None
-        return HostState.model_construct(
+        return HostState(
             host=host,
             generation=int(i["generation"][row]),
             enabled=bool(self.enabled[row]),
