@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .core import Command, SchedulerCore
-from .errors import SchedulerStopped
+from .errors import SchedulerError, SchedulerStopped
 
 __all__ = ["BatchSink", "Envelope", "Owner"]
 
@@ -118,7 +118,8 @@ class Owner:
         if not self._closed and not self._task.done():
             stop = Envelope(None, asyncio.get_running_loop().create_future())
             await self._queue.put(stop)
-            with contextlib.suppress(SchedulerStopped):
+            # a failed journal commit fails the stop message too: stopping still succeeds
+            with contextlib.suppress(SchedulerError):
                 await stop.future
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -153,8 +154,9 @@ class Owner:
             if self._sink is None:
                 _answer(applied)
             else:
-                # commit in the background: the owner goes on with the next batch
-                commit = asyncio.ensure_future(self._commit(applied))
+                # hand the batch over now, while the core is as this batch left it,
+                # and commit in the background: the owner goes on with the next batch
+                commit = asyncio.ensure_future(self._commit(applied, self._hand_off(applied)))
                 self._pending_commits.add(commit)
                 commit.add_done_callback(self._pending_commits.discard)
         if self._pending_commits:
@@ -162,10 +164,20 @@ class Owner:
         self._closed = True
         self._fail_queued()
 
-    async def _commit(self, batch: list[Envelope]) -> None:
+    def _hand_off(self, batch: list[Envelope]) -> Awaitable[None] | BaseException:
         assert self._sink is not None
         try:
-            await self._sink.submit(batch)
+            return self._sink.submit(batch)
+        except Exception as exc:
+            return exc
+
+    async def _commit(
+        self, batch: list[Envelope], durable: Awaitable[None] | BaseException
+    ) -> None:
+        try:
+            if isinstance(durable, BaseException):
+                raise durable
+            await durable
         except Exception as exc:
             log.exception("journal commit failed; failing %d callers", len(batch))
             for env in batch:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from .actor import BatchSink, Owner
 from .core import (
@@ -22,6 +24,9 @@ from .core import (
 )
 from .errors import InvalidRequest, SchedulerStopped
 from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+
+if TYPE_CHECKING:
+    from .journal import SqliteJournal
 
 __all__ = ["Scheduler"]
 
@@ -63,35 +68,72 @@ class Scheduler:
         weighers: Sequence[HostWeigher] = (),
         clock: Callable[[], float] = time.time,
         sink: BatchSink | None = None,
+        journal: str | os.PathLike[str] | SqliteJournal | None = None,
     ) -> None:
+        if sink is not None and journal is not None:
+            raise InvalidRequest("pass sink= or journal=, not both: the journal is the sink")
         self.config = config or SchedulerConfig()
         self._core = SchedulerCore(self.config, filters=filters, weighers=weighers)
         self._clock = clock
         self._sink = sink
+        self._journal_arg = journal
+        self._journal: SqliteJournal | None = None
         self._owner: Owner | None = None
+        self._starting = False
         self._stopped = False
 
     # -- lifecycle ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the owner task (``async with`` does this for you)."""
+        """Start the owner task (``async with`` does this for you).
+
+        With ``journal=``, first open the journal and rebuild the state from
+        it (raising ``JournalError`` for a foreign or damaged file), then run
+        the owner with the journal as its sink.
+        """
         if self._stopped:
             raise SchedulerStopped("this Scheduler was stopped; make a new one")
-        if self._owner is None:
+        if self._owner is not None or self._starting:
+            return
+        self._starting = True
+        try:
+            sink = self._sink
+            if self._journal_arg is not None:
+                sink = self._journal = await self._open_journal(self._journal_arg)
             self._owner = Owner(
                 self._core,
                 mailbox_size=self.config.mailbox_size,
                 max_batch=self.config.max_batch,
                 clock=self._clock,
-                sink=self._sink,
+                sink=sink,
             )
             self._owner.start()
+        finally:
+            self._starting = False
+
+    async def _open_journal(self, where: str | os.PathLike[str] | SqliteJournal) -> SqliteJournal:
+        from .journal import SqliteJournal  # an adapter: imported only when asked for
+
+        journal = where if isinstance(where, SqliteJournal) else SqliteJournal(where)
+        # recovery runs before the owner exists, so nothing else touches the core
+        await asyncio.to_thread(journal.open, self._core)
+        try:
+            journal.start()
+        except BaseException:
+            journal.close_now()
+            raise
+        return journal
 
     async def stop(self) -> None:
-        """Answer every call sent so far; later and still-queued calls get SchedulerStopped."""
+        """Answer every call sent so far; later and still-queued calls get SchedulerStopped.
+
+        With a journal, wait until everything answered is durable, then close it.
+        """
         self._stopped = True
         if self._owner is not None:
             await self._owner.stop()
+        if self._journal is not None:
+            await self._journal.close()
 
     async def __aenter__(self) -> Scheduler:
         await self.start()
@@ -161,6 +203,11 @@ class Scheduler:
     @property
     def claim_count(self) -> int:
         return len(self._core.ledger)
+
+    @property
+    def journal(self) -> SqliteJournal | None:
+        """The open journal (its ``stats`` and ``recovery``), or None when in memory."""
+        return self._journal
 
     @property
     def core(self) -> SchedulerCore:

@@ -350,6 +350,13 @@ class SchedulerCore:
         self.ledger.add(claim)
         if claim.instance_uuid in self._listed.get(claim.row, _EMPTY):
             claim.confirmed = True  # the host already reports it: its figures carry it
+            credits = self.ledger.released.get(claim.row)
+            if credits is not None and claim.instance_uuid in credits:
+                # released, still listed, and now claimed again: stop crediting it
+                mem, vcpus, disk = credits.pop(claim.instance_uuid)
+                if not credits:
+                    del self.ledger.released[claim.row]
+                self.table.add_released(claim.row, mem, vcpus, disk, -1)
         else:
             self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
 
@@ -414,6 +421,8 @@ class SchedulerCore:
         """
         table = self.table
         n = table.n
+        if n == 0:
+            return []
         all_pass = bool(mask.all())
         penalty: NDArray[np.float64] | None = None
         if not all_pass:

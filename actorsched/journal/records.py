@@ -1,0 +1,145 @@
+"""Journal records: what one applied message changed, and how replay applies it again.
+
+Rules this module keeps:
+
+* Only a message that changed state is recorded: an applied host report
+  (a stale one changed nothing), a placement, a release that freed a claim,
+  a removed host. A failed message changed nothing (placements are all or
+  nothing) and is not recorded.
+* A placement is recorded with its spec, the selections it returned and
+  its ``now``, and replayed with ``SchedulerCore.restore_claims``: the
+  choice is never made again, since ``host_subset_size`` may pick at random.
+* Everything else replays through the same core method with the same
+  ``now``, so claim timeouts and release credits come out the same.
+* A command this module does not know is an error, not a silent gap in
+  the journal: a new state-changing command must be added here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import cast
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..actor import Envelope
+from ..core import (
+    GetHostStates,
+    Release,
+    RemoveHost,
+    SchedulerCore,
+    SelectDestinations,
+    UpdateHost,
+    UpdateHosts,
+)
+from ..models import HostReport, RequestSpec, Selection
+from .errors import JournalError
+
+__all__ = ["CLAIM", "KINDS", "RELEASE", "REMOVE", "REPORT", "Record", "apply", "count_changes"]
+
+REPORT = "report"
+CLAIM = "claim"
+RELEASE = "release"
+REMOVE = "remove"
+KINDS = (REPORT, CLAIM, RELEASE, REMOVE)
+
+_READ_ONLY = (GetHostStates,)
+_WRITING = (UpdateHost, UpdateHosts, SelectDestinations, Release, RemoveHost)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One state change: its kind, the ``now`` it was applied at, and a JSON body."""
+
+    kind: str
+    now: float
+    body: str
+
+
+class _ClaimBody(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    spec: RequestSpec
+    selections: list[Selection]
+
+
+def count_changes(batch: Iterable[Envelope]) -> int:
+    """How many records ``batch`` makes (cheap: the owner calls it for every batch)."""
+    count = 0
+    for env in batch:
+        command = env.command
+        if command is None or env.error is not None or isinstance(command, _READ_ONLY):
+            continue
+        if not isinstance(command, _WRITING):
+            raise JournalError(
+                f"command {type(command).__name__} is not journaled: add it to "
+                "actorsched/journal/records.py, or its changes would be lost on restart"
+            )
+        if isinstance(command, UpdateHosts):
+            count += sum(1 for applied in _as_list(env.result) if applied is True)
+        elif env.result is not False:
+            count += 1
+    return count
+
+
+def records_of(batch: Iterable[Envelope]) -> list[Record]:
+    """The records of every state change in ``batch``, in the order applied."""
+    out: list[Record] = []
+    for env in batch:
+        command = env.command
+        if command is None or env.error is not None:
+            continue
+        now = env.now
+        if isinstance(command, SelectDestinations):
+            selections = ",".join(
+                cast(Selection, s).model_dump_json() for s in _as_list(env.result)
+            )
+            body = f'{{"spec":{command.spec.model_dump_json()},"selections":[{selections}]}}'
+            out.append(Record(CLAIM, now, body))
+        elif isinstance(command, UpdateHost):
+            if env.result is True:
+                out.append(Record(REPORT, now, command.report.model_dump_json()))
+        elif isinstance(command, UpdateHosts):
+            for report, applied in zip(command.reports, _as_list(env.result), strict=True):
+                if applied is True:
+                    out.append(Record(REPORT, now, report.model_dump_json()))
+        elif isinstance(command, Release):
+            if env.result is True:
+                out.append(Record(RELEASE, now, json.dumps(command.instance_uuid)))
+        elif isinstance(command, RemoveHost) and env.result is True:
+            out.append(Record(REMOVE, now, json.dumps(command.host)))
+    return out
+
+
+def apply(core: SchedulerCore, record: Record) -> None:
+    """Apply ``record`` to ``core`` again; raises ValueError for a body that does not parse."""
+    kind, now, body = record.kind, record.now, record.body
+    try:
+        if kind == REPORT:
+            core.update_host(HostReport.model_validate_json(body), now)
+        elif kind == CLAIM:
+            claim = _ClaimBody.model_validate_json(body)
+            core.restore_claims(claim.spec, claim.selections, now)
+        elif kind == RELEASE:
+            core.release(_string(body), now)
+        elif kind == REMOVE:
+            core.remove_host(_string(body), now)
+        else:
+            raise ValueError(f"unknown record kind {kind!r}; known kinds are {list(KINDS)}")
+    except ValidationError as exc:
+        raise ValueError(f"{kind} record does not parse: {exc}") from exc
+
+
+def _string(body: str) -> str:
+    value = json.loads(body)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a JSON string, got {body[:80]!r}")
+    return value
+
+
+def _as_list(value: object) -> list[object]:
+    if not isinstance(value, list):
+        raise JournalError(f"expected a list result, got {type(value).__name__}")
+    return value

@@ -1,0 +1,144 @@
+"""kill -9 of ``actorsched serve --journal`` under load, then restart on the same file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import aio_pika
+import pytest
+
+from actorsched import HostReport, RequestSpec, Selection
+from actorsched.amqp import SchedulerClient
+from actorsched.amqp.service import dead_letter_names
+
+AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+HOSTS = 20
+HOST_RAM = 8192
+CLAIM_RAM = 512
+REQUESTS = 600
+
+pytestmark = [pytest.mark.amqp, pytest.mark.timeout(180)]
+
+
+@dataclass
+class Serve:
+    process: asyncio.subprocess.Process
+    log: asyncio.Future[None]  # keeps reading its log, or a full pipe would stall it
+
+
+async def _serve(journal: Path, queue: str) -> Serve:
+    serve = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "actorsched.cli",
+        "serve",
+        "--amqp-url",
+        AMQP_URL,
+        "--queue",
+        queue,
+        "--journal",
+        str(journal),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert serve.stderr is not None
+    seen: list[str] = []
+    while True:
+        line = (await asyncio.wait_for(serve.stderr.readline(), timeout=30)).decode()
+        if not line:
+            raise AssertionError(f"serve exited before it was ready:\n{''.join(seen)}")
+        seen.append(line)
+        if re.search("ready", line):
+            break
+    return Serve(serve, asyncio.ensure_future(_drain(serve.stderr)))
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass
+
+
+async def _kill(serve: Serve) -> None:
+    if serve.process.returncode is None:
+        serve.process.send_signal(signal.SIGKILL)
+    await serve.process.wait()
+    await serve.log
+
+
+async def _delete_queues(queue: str) -> None:
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        exchange, dead = dead_letter_names(queue)
+        for name in (queue, dead):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(exchange)
+
+
+def _spec(i: int) -> RequestSpec:
+    return RequestSpec(instance_uuids=[f"vm-{i}"], memory_mb=CLAIM_RAM, vcpus=1, disk_gb=1)
+
+
+async def test_kill_9_of_serve_loses_no_acknowledged_claim(tmp_path: Path) -> None:
+    journal = tmp_path / "claims.sqlite"
+    queue = f"actorsched.test.journal.{uuid.uuid4().hex[:12]}"
+    serve = await _serve(journal, queue)
+    acknowledged: dict[str, Selection] = {}
+    try:
+        async with SchedulerClient(AMQP_URL, queue=queue, timeout=60) as client:
+            for h in range(HOSTS):
+                await client.update_host(
+                    HostReport(
+                        host=f"h{h}",
+                        generation=1,
+                        memory_mb=HOST_RAM,
+                        memory_mb_used=0,
+                        vcpus=64,
+                        vcpus_used=0,
+                        local_gb=1000,
+                        local_gb_used=0,
+                    )
+                )
+            enough = asyncio.Event()
+
+            async def place(i: int) -> None:
+                [selection] = await client.select_destinations(_spec(i))
+                acknowledged[selection.instance_uuid] = selection
+                if len(acknowledged) >= 100:
+                    enough.set()
+
+            calls = [asyncio.ensure_future(place(i)) for i in range(REQUESTS)]
+            await asyncio.wait_for(enough.wait(), timeout=60)
+            await _kill(serve)  # under load: most requests are still in flight
+            seen = dict(acknowledged)
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
+        assert len(seen) >= 100
+
+        serve = await _serve(journal, queue)
+        async with SchedulerClient(AMQP_URL, queue=queue, timeout=60) as client:
+            # asking again for the acknowledged uuids returns the same hosts
+            again = await asyncio.gather(
+                *(client.select_destinations(_spec(int(u.split("-")[1]))) for u in seen)
+            )
+            assert {sel.instance_uuid: sel.host for [sel] in again} == {
+                u: s.host for u, s in seen.items()
+            }
+            # none is doubled: each host counts each claim it holds exactly once
+            states = await client.host_states()
+            for host, state in states.items():
+                told = sum(1 for s in seen.values() if s.host == host)
+                assert HOST_RAM - state.free_ram_mb == CLAIM_RAM * state.assumed_claims
+                assert state.assumed_claims >= told, host
+                assert state.free_ram_mb >= 0
+    finally:
+        await _kill(serve)
+        await _delete_queues(queue)
