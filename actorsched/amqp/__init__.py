@@ -1,0 +1,20 @@
+"""actorsched over RabbitMQ: the ``actorsched serve`` consumer and its client.
+
+>>> from actorsched.amqp import SchedulerClient, SchedulerService
+"""
+
+from .client import SchedulerClient
+from .metrics import MetricsServer, ServiceMetrics
+from .protocol import OPERATIONS, BadMessage
+from .service import DEFAULT_QUEUE, DEFAULT_URL, SchedulerService
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "DEFAULT_URL",
+    "OPERATIONS",
+    "BadMessage",
+    "MetricsServer",
+    "SchedulerClient",
+    "SchedulerService",
+    "ServiceMetrics",
+]

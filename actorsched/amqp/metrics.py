@@ -1,0 +1,135 @@
+"""Prometheus metrics of the AMQP service, and a tiny asyncio endpoint that serves them.
+
+Each service gets its own registry, so several services (as in the tests)
+can live in one process. The endpoint runs on the service's event loop
+rather than in a thread: the gauges read the scheduler's counters, which
+only that loop may touch, and shutting down is a plain ``await close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+from ..scheduler import Scheduler
+
+__all__ = ["MetricsServer", "ServiceMetrics"]
+
+log = logging.getLogger("actorsched.amqp.metrics")
+
+# Placement calls take well under a millisecond in the owner; the tail is the broker.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class ServiceMetrics:
+    """The service's counters and gauges, in a registry of their own.
+
+    Outcomes: ``ok``; the error class name of a call the scheduler refused
+    (``NoValidHost``, ``InvalidRequest``); ``bad_input`` (dead-lettered);
+    ``requeued`` (handed back to the broker); ``unacked`` (the channel went
+    away before the ack, so the broker will deliver it again).
+    """
+
+    def __init__(self, scheduler: Scheduler, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            "actorsched_requests",
+            "AMQP requests handled, by operation and outcome",
+            ["op", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "actorsched_request_duration_seconds",
+            "Time from delivery to ack, by operation",
+            ["op"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.dead_lettered = Counter(
+            "actorsched_dead_lettered",
+            "Messages dead-lettered as bad input, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "actorsched_in_flight",
+            "Deliveries being handled now (at most the prefetch)",
+            registry=self.registry,
+        )
+        Gauge(
+            "actorsched_mailbox_depth",
+            "Messages waiting in the scheduler owner's mailbox",
+            registry=self.registry,
+        ).set_function(lambda: scheduler.mailbox_depth)
+        Gauge("actorsched_hosts", "Hosts the scheduler knows", registry=self.registry).set_function(
+            lambda: scheduler.host_count
+        )
+        Gauge(
+            "actorsched_claims", "Live claims (assumed or confirmed)", registry=self.registry
+        ).set_function(lambda: scheduler.claim_count)
+
+    def render(self) -> bytes:
+        """The metrics in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+
+class MetricsServer:
+    """Serves ``GET /metrics`` on ``host:port`` from the running event loop.
+
+    ``port=0`` picks a free port; read it back from :attr:`port`.
+    """
+
+    def __init__(self, metrics: ServiceMetrics, *, host: str = "0.0.0.0", port: int = 0) -> None:
+        self._metrics = metrics
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None or not self._server.sockets:
+            return self._port
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(10):
+                head = await reader.readuntil(b"\r\n\r\n")
+            parts = head.split(b"\r\n", 1)[0].split()
+            path = parts[1].split(b"?", 1)[0] if len(parts) >= 2 else b""
+            if len(parts) >= 2 and parts[0] in (b"GET", b"HEAD") and path in (b"/metrics", b"/"):
+                body = self._metrics.render()
+                status, ctype = b"200 OK", CONTENT_TYPE_LATEST.encode()
+                if parts[0] == b"HEAD":
+                    body = b""
+            else:
+                body, status, ctype = (
+                    b"only GET /metrics is served\n",
+                    b"404 Not Found",
+                    b"text/plain",
+                )
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype
+                + b"\r\nContent-Length: " + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n" + body
+            )  # fmt: skip
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            pass  # a scraper that hung up or sent garbage: nothing to answer
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()

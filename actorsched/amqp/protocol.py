@@ -1,0 +1,386 @@
+"""The AMQP wire protocol: operations, message bodies, replies and their JSON Schema.
+
+Rules this module keeps (no I/O here, so the same code serves the broker,
+the client and the tests):
+
+* The AMQP ``type`` property names the operation; the body is the JSON of
+  that operation's request model. Anything else is a :class:`BadMessage`
+  with a short machine-readable ``reason`` (used in the dead-letter header)
+  and a message a person can act on.
+* Bodies are checked in a fixed order: size first (before any parsing, so a
+  huge body costs nothing), then the operation, content type, JSON (which
+  must not repeat a key: ``{"a": 1, "a": 2}`` has no single meaning), schema.
+* Every reply is ``{"ok": true, "result": ...}`` or
+  ``{"ok": false, "error": {"type": ..., "message": ...}}``; the error
+  type is the name of an :mod:`actorsched.errors` class.
+* ``docs/schema.json`` is generated from these models
+  (``python -m actorsched.amqp --write-schema``); a test fails when
+  the file and the models drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, ValidationError
+from pydantic.json_schema import models_json_schema
+
+from ..errors import NoValidHost, SchedulerError, error_from_wire
+from ..models import HostReport, HostState, RequestSpec, Selection
+
+__all__ = [
+    "CONTENT_TYPE",
+    "DEFAULT_MAX_BODY_BYTES",
+    "OPERATIONS",
+    "REASONS",
+    "BadMessage",
+    "ErrorReply",
+    "HostReportResult",
+    "HostStatesRequest",
+    "OkReply",
+    "Operation",
+    "ReleaseRequest",
+    "ReleaseResult",
+    "RemoveHostRequest",
+    "RemoveHostResult",
+    "WireError",
+    "decode_reply",
+    "decode_request",
+    "encode_error",
+    "encode_ok",
+    "json_schema",
+]
+
+CONTENT_TYPE = "application/json"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "docs" / "schema.json"
+
+# Values of the ``x-actorsched-reason`` header on a dead-lettered message.
+REASONS = ("too-large", "unknown-type", "content-type", "not-json", "duplicate-keys", "schema")
+
+_R = TypeVar("_R")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class ReleaseRequest(_Body):
+    """Body of ``release``: free the claim of one instance."""
+
+    instance_uuid: str = Field(min_length=1, max_length=255)
+
+
+class RemoveHostRequest(_Body):
+    """Body of ``remove_host``: forget a host and its claims."""
+
+    host: str = Field(min_length=1, max_length=255)
+
+
+class HostStatesRequest(_Body):
+    """Body of ``host_states``: always ``{}``."""
+
+
+class HostReportResult(_Body):
+    """Result of ``host_report``: False when the report was stale and ignored."""
+
+    applied: bool
+
+
+class ReleaseResult(_Body):
+    """Result of ``release``: False when the instance held no claim."""
+
+    released: bool
+
+
+class RemoveHostResult(_Body):
+    """Result of ``remove_host``: False when the host was unknown."""
+
+    removed: bool
+
+
+class WireError(BaseModel):
+    """An error as it travels: the name of an ``actorsched.errors`` class and its message.
+
+    ``NoValidHost`` also carries which instance failed and how many hosts
+    each filter removed.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    message: str
+    instance_uuid: str | None = None
+    total_hosts: int | None = None
+    filter_counts: dict[str, int] | None = None
+
+
+class OkReply(BaseModel, Generic[_R]):
+    """A successful reply: ``{"ok": true, "result": ...}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ok: Literal[True]
+    result: _R
+
+
+class ErrorReply(BaseModel):
+    """A failed reply: ``{"ok": false, "error": {"type": ..., "message": ...}}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ok: Literal[False]
+    error: WireError
+
+
+class SelectDestinationsReply(RootModel[OkReply[list[Selection]] | ErrorReply]):
+    """Reply to ``select_destinations``: one Selection per instance uuid, in order."""
+
+
+class HostReportReply(RootModel[OkReply[HostReportResult] | ErrorReply]):
+    """Reply to ``host_report``."""
+
+
+class ReleaseReply(RootModel[OkReply[ReleaseResult] | ErrorReply]):
+    """Reply to ``release``."""
+
+
+class RemoveHostReply(RootModel[OkReply[RemoveHostResult] | ErrorReply]):
+    """Reply to ``remove_host``."""
+
+
+class HostStatesReply(RootModel[OkReply[dict[str, HostState]] | ErrorReply]):
+    """Reply to ``host_states``: a HostState per host name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One operation of the protocol: its ``type`` name and its message models."""
+
+    name: str
+    request: type[BaseModel]
+    reply: type[RootModel[Any]]
+    result: Any  # the type inside OkReply, for encoding
+
+    def result_adapter(self) -> TypeAdapter[Any]:
+        return _RESULT_ADAPTERS[self.name]
+
+
+OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        Operation("select_destinations", RequestSpec, SelectDestinationsReply, list[Selection]),
+        Operation("host_report", HostReport, HostReportReply, HostReportResult),
+        Operation("release", ReleaseRequest, ReleaseReply, ReleaseResult),
+        Operation("remove_host", RemoveHostRequest, RemoveHostReply, RemoveHostResult),
+        Operation("host_states", HostStatesRequest, HostStatesReply, dict[str, HostState]),
+    )
+}
+_RESULT_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    name: TypeAdapter(op.result) for name, op in OPERATIONS.items()
+}
+
+
+class BadMessage(SchedulerError):
+    """A delivery that can never be handled: dead-letter it, do not retry it.
+
+    ``reason`` is one of :data:`REASONS`.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    # json accepts NaN and Infinity, which are not JSON and no size can be
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _validation_summary(exc: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def decode_request(
+    op_name: str | None,
+    body: bytes,
+    *,
+    content_type: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> tuple[Operation, BaseModel]:
+    """Check one delivery and return its operation and request model.
+
+    Raises :class:`BadMessage` with the reason when the delivery can never
+    be handled.
+
+    >>> op, req = decode_request("release", b'{"instance_uuid": "vm-1"}')
+    >>> op.name, req
+    ('release', ReleaseRequest(instance_uuid='vm-1'))
+    >>> decode_request("release", b'{"instance_uuid": "a", "instance_uuid": "b"}')
+    Traceback (most recent call last):
+    ...
+    actorsched.amqp.protocol.BadMessage: body repeats the JSON key 'instance_uuid'; ...
+    """
+    if len(body) > max_body_bytes:
+        raise BadMessage(
+            "too-large",
+            f"body is {len(body)} bytes, over the limit of {max_body_bytes}; "
+            "send smaller messages or raise the service's --max-body-bytes",
+        )
+    op = OPERATIONS.get(op_name or "")
+    if op is None:
+        raise BadMessage(
+            "unknown-type",
+            f"unknown message type {op_name!r}; set the AMQP 'type' property to one of "
+            f"{sorted(OPERATIONS)}",
+        )
+    if content_type and content_type.split(";")[0].strip().lower() != CONTENT_TYPE:
+        raise BadMessage(
+            "content-type",
+            f"content_type {content_type!r} is not supported; send {CONTENT_TYPE!r} bodies",
+        )
+    try:
+        data = json.loads(body, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+    except _DuplicateKey as exc:
+        raise BadMessage(
+            "duplicate-keys",
+            f"body repeats the JSON key {exc.args[0]!r}; send each key once",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise BadMessage("not-json", f"body is not JSON ({exc}); send UTF-8 JSON") from None
+    try:
+        request = op.request.model_validate(data)
+    except ValidationError as exc:
+        raise BadMessage(
+            "schema",
+            f"{op.name} body does not match {op.request.__name__}: {_validation_summary(exc)}; "
+            "see docs/schema.json",
+        ) from None
+    return op, request
+
+
+def encode_ok(op: Operation, result: Any) -> bytes:
+    """The JSON of ``{"ok": true, "result": result}`` for ``op``."""
+    return b'{"ok":true,"result":' + op.result_adapter().dump_json(result) + b"}"
+
+
+def encode_error(exc: BaseException) -> bytes:
+    """The JSON of ``{"ok": false, "error": ...}`` for ``exc``."""
+    type_name = type(exc).__name__ if isinstance(exc, SchedulerError) else "SchedulerError"
+    if isinstance(exc, BadMessage):
+        type_name = "InvalidRequest"  # a client needs no new class for what it sent wrong
+    extra: dict[str, Any] = {}
+    if isinstance(exc, NoValidHost):
+        extra = {
+            "instance_uuid": exc.instance_uuid,
+            "total_hosts": exc.total_hosts,
+            "filter_counts": exc.filter_counts,
+        }
+    error = WireError(type=type_name, message=str(exc), **extra)
+    return ErrorReply(ok=False, error=error).model_dump_json(exclude_none=True).encode()
+
+
+def decode_reply(op: Operation, body: bytes) -> Any:
+    """The result of a reply to ``op``, or raise the error it carries.
+
+    The error is the same class the embedded :class:`~actorsched.Scheduler`
+    raises (``NoValidHost`` stays ``NoValidHost``).
+    """
+    try:
+        reply = op.reply.model_validate_json(body).root
+    except ValidationError as exc:
+        raise SchedulerError(
+            f"malformed reply to {op.name}: {_validation_summary(exc)}; "
+            "is the service speaking this protocol version?"
+        ) from None
+    if isinstance(reply, ErrorReply):
+        err = reply.error
+        raised = error_from_wire(err.type, err.message)
+        if isinstance(raised, NoValidHost):
+            raised.instance_uuid = err.instance_uuid
+            raised.total_hosts = err.total_hosts or 0
+            raised.filter_counts = dict(err.filter_counts or {})
+        raise raised
+    return reply.result
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema document of every message, generated from the models."""
+    models: list[type[BaseModel]] = []
+    for op in OPERATIONS.values():
+        models.extend((op.request, op.reply))
+    refs, top = models_json_schema(
+        [(m, "validation") for m in models], ref_template="#/$defs/{model}"
+    )
+    operations = {
+        name: {
+            "request": refs[(op.request, "validation")],
+            "reply": refs[(op.reply, "validation")],
+        }
+        for name, op in OPERATIONS.items()
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "actorsched AMQP protocol",
+        "description": (
+            "Publish to the default exchange with routing key = the queue name; the AMQP "
+            "'type' property names the operation, the body is its request. Replies go to "
+            "reply_to with the same correlation_id. Generated by "
+            "`python -m actorsched.amqp --write-schema`; do not edit."
+        ),
+        "operations": operations,
+        "$defs": top.get("$defs", {}),
+    }
+
+
+def render_schema() -> str:
+    """The text of ``docs/schema.json``."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m actorsched.amqp",
+        description="print or write the JSON Schema of the AMQP protocol",
+    )
+    parser.add_argument(
+        "--write-schema",
+        nargs="?",
+        const=str(SCHEMA_PATH),
+        metavar="PATH",
+        help=f"write the schema to PATH (default {SCHEMA_PATH}) instead of printing it",
+    )
+    args = parser.parse_args(argv)
+    text = render_schema()
+    if args.write_schema:
+        Path(args.write_schema).write_text(text, encoding="utf-8")
+        print(f"wrote {args.write_schema}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

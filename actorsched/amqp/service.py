@@ -1,0 +1,553 @@
+"""The AMQP service: consume a RabbitMQ queue and answer each request from one Scheduler.
+
+Rules this module keeps:
+
+* A delivery is acked only after the owner has answered it *and* its reply
+  (when ``reply_to`` is set) is confirmed by the broker. Anything that goes
+  wrong before that leaves it unacked, so the broker delivers it again;
+  claims are idempotent per instance uuid, so a second delivery is harmless.
+* Each delivery is handled in its own task, so many requests reach the
+  owner's mailbox together and it can batch them. The broker never hands
+  out more than ``prefetch`` at once, and ``prefetch`` is at most the
+  mailbox size: a flood waits in the broker, not in this process.
+* Bad input (see :mod:`.protocol`) is answered with an error when it can
+  be, copied to ``<queue>.dead`` with the reason in a header, acked, and
+  logged once. It never reaches the scheduler and never stops the consumer.
+* ``stop`` cancels the consumer first, then waits for what is in flight to
+  be answered and acked, then closes. Deliveries the broker had sent but
+  this process had not started go back to the queue when the channel closes.
+
+Run it with ``actorsched serve`` or, in-process::
+
+    async with Scheduler() as scheduler, SchedulerService(scheduler, url, queue="q"):
+        ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from types import TracebackType
+from typing import Any
+
+import aio_pika
+import aiormq.exceptions
+from aio_pika.abc import (
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
+from pydantic import BaseModel
+from yarl import URL
+
+from ..errors import SchedulerError, SchedulerStopped
+from ..models import HostReport, RequestSpec, SchedulerConfig
+from ..scheduler import Scheduler
+from .metrics import MetricsServer, ServiceMetrics
+from .protocol import (
+    CONTENT_TYPE,
+    DEFAULT_MAX_BODY_BYTES,
+    OPERATIONS,
+    BadMessage,
+    HostReportResult,
+    Operation,
+    ReleaseRequest,
+    ReleaseResult,
+    RemoveHostRequest,
+    RemoveHostResult,
+    decode_request,
+    encode_error,
+    encode_ok,
+)
+
+__all__ = [
+    "DEFAULT_DELIVERY_LIMIT",
+    "DEFAULT_QUEUE",
+    "DEFAULT_URL",
+    "ERROR_HEADER",
+    "REASON_HEADER",
+    "SchedulerService",
+    "add_arguments",
+    "dead_letter_names",
+    "main",
+    "queue_arguments",
+]
+
+log = logging.getLogger("actorsched.amqp.service")
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+DEFAULT_QUEUE = "actorsched.requests"
+DEFAULT_PREFETCH = 256
+# RabbitMQ 3.10 quorum queues have no delivery limit by default: a message
+# that crashes its consumer would then come back forever.
+DEFAULT_DELIVERY_LIMIT = 5
+REASON_HEADER = "x-actorsched-reason"
+ERROR_HEADER = "x-actorsched-error"
+
+# What a lost channel or connection raises while we publish, ack or nack.
+_CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
+    aiormq.exceptions.AMQPError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def dead_letter_names(queue: str) -> tuple[str, str]:
+    """The dead-letter exchange and queue of ``queue``: ``<queue>.dlx``, ``<queue>.dead``."""
+    return f"{queue}.dlx", f"{queue}.dead"
+
+
+def queue_arguments(queue: str, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) -> dict[str, Any]:
+    """The arguments the request queue is declared with (a client must match them)."""
+    return {
+        "x-queue-type": "quorum",
+        "x-dead-letter-exchange": dead_letter_names(queue)[0],
+        "x-delivery-limit": delivery_limit,
+    }
+
+
+def _redact(url: str) -> str:
+    parsed = URL(url)
+    return str(parsed.with_password("***")) if parsed.password else url
+
+
+async def _dispatch(scheduler: Scheduler, op: Operation, request: BaseModel) -> Any:
+    """Call the scheduler method ``op`` names; return what goes in the reply's ``result``."""
+    name = op.name
+    if name == "select_destinations":
+        assert isinstance(request, RequestSpec)
+        return await scheduler.select_destinations(request)
+    if name == "host_report":
+        assert isinstance(request, HostReport)
+        return HostReportResult(applied=await scheduler.update_host(request))
+    if name == "release":
+        assert isinstance(request, ReleaseRequest)
+        return ReleaseResult(released=await scheduler.release(request.instance_uuid))
+    if name == "remove_host":
+        assert isinstance(request, RemoveHostRequest)
+        return RemoveHostResult(removed=await scheduler.remove_host(request.host))
+    if name == "host_states":
+        return await scheduler.host_states()
+    raise AssertionError(f"operation {name!r} has no dispatch")  # OPERATIONS and this drifted
+
+
+class SchedulerService:
+    """Consumes ``queue`` on the broker at ``url`` and answers from ``scheduler``.
+
+    The scheduler must be started (and is not stopped by the service).
+
+    >>> async def run(scheduler: Scheduler) -> None:  # doctest: +SKIP
+    ...     async with SchedulerService(scheduler, queue="actorsched.requests") as service:
+    ...         await asyncio.Event().wait()  # serve until cancelled
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        url: str = DEFAULT_URL,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        prefetch: int | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
+        metrics: ServiceMetrics | None = None,
+        reconnect_interval: float = 1.0,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        mailbox = scheduler.config.mailbox_size
+        if prefetch is None:
+            prefetch = min(DEFAULT_PREFETCH, mailbox)
+        if not 1 <= prefetch <= mailbox:
+            raise ValueError(
+                f"prefetch {prefetch} must be between 1 and the scheduler's mailbox size "
+                f"{mailbox}, so that every delivery fits in the mailbox; lower --prefetch "
+                "or raise --mailbox-size"
+            )
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+        if delivery_limit < 1:
+            raise ValueError(f"delivery_limit must be at least 1, got {delivery_limit}")
+        self.scheduler = scheduler
+        self.url = url
+        self.queue = queue
+        self.prefetch = prefetch
+        self.max_body_bytes = max_body_bytes
+        self.delivery_limit = delivery_limit
+        self.metrics = metrics if metrics is not None else ServiceMetrics(scheduler)
+        self._reconnect_interval = reconnect_interval
+        self._drain_timeout = drain_timeout
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+        self._queue: AbstractQueue | None = None
+        self._dlx: AbstractExchange | None = None
+        self._consumer_tag: str | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.accepted = 0  # deliveries this service started to handle
+        self.answered = 0  # ... that it acked (answered, or dead-lettered)
+        self.returned = 0  # ... that it handed back to the broker
+
+    @property
+    def in_flight(self) -> int:
+        """Deliveries being handled now."""
+        return len(self._tasks)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, declare the queues, and start consuming."""
+        self._connection = await aio_pika.connect_robust(
+            self.url,
+            reconnect_interval=self._reconnect_interval,
+            client_properties={"connection_name": f"actorsched serve {self.queue}"},
+        )
+        try:
+            channel = await self._connection.channel(publisher_confirms=True)
+            assert isinstance(channel, AbstractRobustChannel)
+            self._channel = channel
+            await channel.set_qos(prefetch_count=self.prefetch)
+            dlx_name, dead_name = dead_letter_names(self.queue)
+            self._dlx = await channel.declare_exchange(
+                dlx_name, aio_pika.ExchangeType.FANOUT, durable=True
+            )
+            dead = await channel.declare_queue(
+                dead_name, durable=True, arguments={"x-queue-type": "quorum"}
+            )
+            await dead.bind(self._dlx)
+            self._queue = await channel.declare_queue(
+                self.queue,
+                durable=True,
+                arguments=queue_arguments(self.queue, self.delivery_limit),
+            )
+            self._consumer_tag = await self._queue.consume(self._on_message)
+        except BaseException:
+            await self._connection.close()
+            self._connection = None
+            raise
+
+    async def stop(self) -> None:
+        """Stop consuming, answer and ack what is in flight, then close."""
+        if self._connection is None:
+            return
+        if self._queue is not None and self._consumer_tag is not None:
+            try:
+                await self._queue.cancel(self._consumer_tag, timeout=5)
+            except _CHANNEL_ERRORS as exc:
+                log.warning("could not cancel the consumer cleanly (%s); closing anyway", exc)
+            self._consumer_tag = None
+        await self._drain()
+        await self._connection.close()
+        self._connection = None
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self._drain_timeout
+        while self._tasks:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.error(
+                    "%d deliveries still in flight after %.0fs; the broker will deliver them again",
+                    len(self._tasks),
+                    self._drain_timeout,
+                )
+                for task in self._tasks:
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                return
+            await asyncio.wait(set(self._tasks), timeout=left)
+
+    async def __aenter__(self) -> SchedulerService:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- one delivery --------------------------------------------------------
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        # our own task (not aiormq's, which the channel cancels when it closes)
+        # so that stop() can wait for every delivery it accepted
+        task = asyncio.create_task(self._handle(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, message: AbstractIncomingMessage) -> None:
+        started = time.perf_counter()
+        self.accepted += 1
+        op_label = message.type if message.type in OPERATIONS else "unknown"
+        metrics = self.metrics
+        metrics.in_flight.inc()
+        try:
+            outcome = await self._process(message)
+        finally:
+            metrics.in_flight.dec()
+        if outcome in ("requeued", "unacked"):
+            self.returned += 1
+        else:
+            self.answered += 1
+        metrics.requests.labels(op_label, outcome).inc()
+        metrics.latency.labels(op_label).observe(time.perf_counter() - started)
+
+    async def _process(self, message: AbstractIncomingMessage) -> str:
+        try:
+            op, request = decode_request(
+                message.type,
+                message.body,
+                content_type=message.content_type,
+                max_body_bytes=self.max_body_bytes,
+            )
+        except BadMessage as bad:
+            return await self._dead_letter(message, bad)
+        try:
+            body = encode_ok(op, await _dispatch(self.scheduler, op, request))
+            outcome = "ok"
+        except SchedulerStopped:
+            # this process is going away; another (or the next) one will answer it
+            return await self._give_back(message)
+        except SchedulerError as exc:
+            body, outcome = encode_error(exc), type(exc).__name__
+        except Exception:
+            log.exception(
+                "%s failed unexpectedly; returning it to the queue (after %d deliveries "
+                "the broker dead-letters it to %s)",
+                op.name,
+                self.delivery_limit,
+                dead_letter_names(self.queue)[1],
+            )
+            return await self._give_back(message)
+        return await self._answer(message, op.name, body, outcome)
+
+    async def _answer(
+        self, message: AbstractIncomingMessage, op_name: str, body: bytes, outcome: str
+    ) -> str:
+        try:
+            if message.reply_to:
+                await self._publish_reply(message, op_name, body)
+            await message.ack()
+        except _CHANNEL_ERRORS as exc:
+            log.warning(
+                "could not reply to or ack %s (%s); the broker will deliver it again",
+                op_name,
+                exc,
+            )
+            with contextlib.suppress(*_CHANNEL_ERRORS):
+                await message.nack(requeue=True)
+            return "unacked"
+        return outcome
+
+    async def _publish_reply(
+        self, message: AbstractIncomingMessage, op_name: str, body: bytes
+    ) -> None:
+        assert self._channel is not None
+        assert message.reply_to
+        reply = aio_pika.Message(
+            body,
+            content_type=CONTENT_TYPE,
+            correlation_id=message.correlation_id,
+            type=op_name,
+            delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
+        )
+        # mandatory=False: a client that went away has no queue; its claim stands all the same
+        await self._channel.default_exchange.publish(
+            reply, routing_key=message.reply_to, mandatory=False, timeout=30
+        )
+
+    async def _give_back(self, message: AbstractIncomingMessage) -> str:
+        with contextlib.suppress(*_CHANNEL_ERRORS):
+            await message.nack(requeue=True)
+        return "requeued"
+
+    async def _dead_letter(self, message: AbstractIncomingMessage, bad: BadMessage) -> str:
+        log.warning(
+            "dead-lettering a bad %r message (correlation_id %s, reason %s): %s",
+            message.type,
+            message.correlation_id,
+            bad.reason,
+            bad,
+        )
+        self.metrics.dead_lettered.labels(bad.reason).inc()
+        assert self._dlx is not None
+        headers = dict(message.headers or {})
+        headers[REASON_HEADER] = bad.reason
+        headers[ERROR_HEADER] = str(bad)[:1000]
+        copy = aio_pika.Message(
+            message.body,
+            headers=headers,
+            content_type=message.content_type,
+            content_encoding=message.content_encoding,
+            correlation_id=message.correlation_id,
+            reply_to=message.reply_to,
+            message_id=message.message_id,
+            type=message.type,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        try:
+            await self._dlx.publish(copy, routing_key=self.queue, mandatory=False, timeout=30)
+        except _CHANNEL_ERRORS as exc:
+            log.warning("could not dead-letter it (%s); the broker will deliver it again", exc)
+            with contextlib.suppress(*_CHANNEL_ERRORS):
+                await message.nack(requeue=True)
+            return "unacked"
+        return await self._answer(
+            message, message.type or "unknown", encode_error(bad), "bad_input"
+        )
+
+
+# -- the `actorsched serve` command ------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``actorsched serve``."""
+    parser.add_argument(
+        "--amqp-url",
+        default=os.environ.get("ACTORSCHED_AMQP_URL", DEFAULT_URL),
+        help="broker URL (default: $ACTORSCHED_AMQP_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--queue", default=DEFAULT_QUEUE, help="request queue to consume (default %(default)s)"
+    )
+    parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        help=f"deliveries in flight at most; at most --mailbox-size "
+        f"(default: the smaller of {DEFAULT_PREFETCH} and --mailbox-size)",
+    )
+    parser.add_argument(
+        "--mailbox-size",
+        type=int,
+        default=SchedulerConfig().mailbox_size,
+        help="the scheduler owner's bounded mailbox (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger messages are dead-lettered unread (default %(default)s)",
+    )
+    parser.add_argument(
+        "--delivery-limit",
+        type=int,
+        default=DEFAULT_DELIVERY_LIMIT,
+        help="x-delivery-limit of the quorum queue (default %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on this port at /metrics (default: off)",
+    )
+    parser.add_argument("--metrics-host", default="0.0.0.0", help="address of the metrics endpoint")
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to finish in-flight requests on SIGTERM/SIGINT (default %(default)s)",
+    )
+    journal = parser.add_mutually_exclusive_group()
+    journal.add_argument(
+        "--journal",
+        default="actorsched-journal.sqlite",
+        metavar="PATH",
+        help="SQLite journal that keeps acknowledged claims across restarts "
+        "(default %(default)s in the current directory)",
+    )
+    journal.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="keep state in memory only: a restart forgets every claim",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="(default %(default)s)",
+    )
+
+
+def _build_scheduler(args: argparse.Namespace) -> Scheduler:
+    # acks follow answers, and with a journal the owner answers only once a batch is durable
+    journal = None if args.no_journal else args.journal
+    return Scheduler(SchedulerConfig(mailbox_size=args.mailbox_size), journal=journal)
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    """Run the service until SIGTERM or SIGINT (or until ``stop`` is set)."""
+    stop = stop if stop is not None else asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with _build_scheduler(args) as scheduler:
+            metrics = ServiceMetrics(scheduler)
+            endpoint: MetricsServer | None = None
+            service = SchedulerService(
+                scheduler,
+                args.amqp_url,
+                queue=args.queue,
+                prefetch=args.prefetch,
+                max_body_bytes=args.max_body_bytes,
+                delivery_limit=args.delivery_limit,
+                metrics=metrics,
+                drain_timeout=args.drain_timeout,
+            )
+            try:
+                if args.metrics_port is not None:
+                    endpoint = MetricsServer(
+                        metrics, host=args.metrics_host, port=args.metrics_port
+                    )
+                    await endpoint.start()
+                await service.start()
+                log.info(
+                    "actorsched serve ready: consuming %r on %s (prefetch %d, dead letters to "
+                    "%r, journal %s, metrics %s)",
+                    service.queue,
+                    _redact(service.url),
+                    service.prefetch,
+                    dead_letter_names(service.queue)[1],
+                    "off" if args.no_journal else repr(args.journal),
+                    f"on :{endpoint.port}/metrics" if endpoint else "off",
+                )
+                await stop.wait()
+                log.info("stopping: no new deliveries; finishing %d in flight", service.in_flight)
+                await service.stop()
+                log.info(
+                    "stopped: %d accepted, %d answered, %d returned to the queue",
+                    service.accepted,
+                    service.answered,
+                    service.returned,
+                )
+            finally:
+                await service.stop()
+                if endpoint is not None:
+                    await endpoint.close()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Entry point of ``actorsched serve``."""
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return asyncio.run(serve(args))
+    except (ValueError, SchedulerError, aiormq.exceptions.AMQPConnectionError, OSError) as exc:
+        log.error("actorsched serve failed to start: %s", exc)
+        return 1

@@ -1,0 +1,87 @@
+"""Helpers for the tests against the real RabbitMQ on 127.0.0.1:5672.
+
+Not a conftest (tests/conftest.py owns that module name): test modules
+import these and wrap them in a fixture of their own. The broker is shared
+by other test runs, so every test gets queue names of its own and deletes
+them afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+
+from actorsched import HostReport, Scheduler, SchedulerConfig
+from actorsched.amqp import SchedulerClient, SchedulerService
+from actorsched.amqp.service import dead_letter_names
+
+AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+
+def unique_queue() -> str:
+    return f"actorsched.test.{uuid.uuid4().hex[:12]}"
+
+
+def host_report(host: str, generation: int = 1, memory_mb: int = 8192) -> HostReport:
+    """A healthy host with 8 GiB, 64 vCPUs and 1 TB, nothing used."""
+    return HostReport(
+        host=host,
+        generation=generation,
+        memory_mb=memory_mb,
+        memory_mb_used=0,
+        vcpus=64,
+        vcpus_used=0,
+        local_gb=1000,
+        local_gb_used=0,
+    )
+
+
+async def delete_topology(url: str, queue: str) -> None:
+    """Delete a request queue, its dead-letter queue and exchange (missing ones are fine)."""
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        exchange, dead = dead_letter_names(queue)
+        for name in (queue, dead):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(exchange)
+
+
+@dataclass
+class Stack:
+    """A running scheduler, the service consuming ``queue``, and a client of it."""
+
+    url: str
+    queue: str
+    scheduler: Scheduler
+    service: SchedulerService
+    client: SchedulerClient
+
+
+@asynccontextmanager
+async def running_stack(
+    url: str = AMQP_URL,
+    *,
+    config: SchedulerConfig | None = None,
+    client_timeout: float = 10.0,
+    **service_options: Any,
+) -> AsyncIterator[Stack]:
+    """Scheduler + SchedulerService + SchedulerClient on a fresh queue, torn down after."""
+    queue = unique_queue()
+    try:
+        async with (
+            Scheduler(config or SchedulerConfig(seed=1)) as scheduler,
+            SchedulerService(
+                scheduler, url, queue=queue, reconnect_interval=0.2, **service_options
+            ) as service,
+            SchedulerClient(url, queue=queue, timeout=client_timeout) as client,
+        ):
+            yield Stack(url, queue, scheduler, service, client)
+    finally:
+        await delete_topology(url, queue)

@@ -1,0 +1,223 @@
+"""Faults against the real broker: every connection closed mid-load, SIGTERM mid-load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aio_pika
+import aiormq.exceptions
+import pytest
+from amqp_support import AMQP_URL, delete_topology, host_report, running_stack, unique_queue
+
+from actorsched import RequestSpec, SchedulerConfig
+
+pytestmark = [pytest.mark.amqp, pytest.mark.slow]
+
+ROOMY = SchedulerConfig(seed=1, max_io_ops_per_host=1000, max_instances_per_host=1000)
+MEMORY_MB = 64
+
+# What a call may raise while the connection is down; the test retries those.
+TRANSIENT = (
+    TimeoutError,
+    ConnectionError,
+    aiormq.exceptions.AMQPError,
+    aiormq.exceptions.ChannelInvalidStateError,
+)
+
+
+async def _rabbitmqctl(*args: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        "rabbitmqctl", "-q", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, f"rabbitmqctl {args} failed: {err.decode()}"
+    return out.decode()
+
+
+@pytest.fixture
+async def vhost_url() -> AsyncIterator[tuple[str, str]]:
+    # a vhost of our own, so closing "all" connections closes only this test's
+    vhost = f"actorsched-test-{uuid.uuid4().hex[:10]}"
+    await _rabbitmqctl("add_vhost", vhost)
+    try:
+        await _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield vhost, f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    finally:
+        await _rabbitmqctl("delete_vhost", vhost)
+
+
+async def test_close_all_connections_mid_load_loses_and_doubles_no_claim(
+    vhost_url: tuple[str, str],
+) -> None:
+    vhost, url = vhost_url
+    async with running_stack(url, config=ROOMY, client_timeout=3) as stack:
+        hosts = [f"h{i}" for i in range(20)]
+        await asyncio.gather(*(stack.client.update_host(host_report(h)) for h in hosts))
+        uuids = [f"vm-{i}" for i in range(600)]
+        acknowledged: dict[str, str] = {}
+        retries = 0
+        enough = asyncio.Event()
+
+        async def place(instance_uuid: str) -> None:
+            nonlocal retries
+            spec = RequestSpec(
+                instance_uuids=[instance_uuid], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1
+            )
+            while True:
+                try:
+                    [selection] = await stack.client.select_destinations(spec)
+                except TRANSIENT:
+                    retries += 1  # asking again for the same uuid is safe: claims are idempotent
+                    await asyncio.sleep(0.1)
+                    continue
+                acknowledged[instance_uuid] = selection.host
+                if len(acknowledged) >= 150:
+                    enough.set()
+                return
+
+        async def worker(share: list[str]) -> None:
+            for instance_uuid in share:
+                await place(instance_uuid)
+
+        load = asyncio.gather(*(worker(uuids[i::50]) for i in range(50)))
+        await enough.wait()
+        placed_before_fault = len(acknowledged)
+        out = await _rabbitmqctl(
+            "close_all_connections", "--vhost", vhost, "--limit", "100", "test: broker fault"
+        )
+        closed = re.search(r"Closed (\d+) connections", out)
+        assert closed is not None, out
+        assert int(closed.group(1)) >= 2  # the service's and the client's
+        assert placed_before_fault < len(uuids), "the load was over before the fault"
+        await asyncio.wait_for(load, timeout=90)
+        # (``retries`` may be 0: when both sides reconnect within the client's
+        # timeout, redelivered requests are answered into the re-declared reply queue)
+        claims = stack.scheduler.core.claims()
+        lost = [u for u in uuids if claims.get(u, ("", False))[0] != acknowledged[u]]
+        # asking again returns the first answer and claims nothing more
+        again = await asyncio.gather(
+            *(
+                stack.client.select_destinations(
+                    RequestSpec(instance_uuids=[u], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
+                )
+                for u in uuids
+            )
+        )
+        changed = [u for u, [sel] in zip(uuids, again, strict=True) if sel.host != acknowledged[u]]
+        states = await stack.client.host_states()
+        counted_mb = sum(8192 - s.free_ram_mb for s in states.values())
+        doubled = (counted_mb - len(uuids) * MEMORY_MB) // MEMORY_MB + len(changed)
+        assert (len(lost), doubled) == (0, 0)
+        assert stack.scheduler.claim_count == len(uuids)
+        for host in hosts:  # per host, what the scheduler counts is what clients were told
+            told = sum(1 for h in acknowledged.values() if h == host)
+            assert 8192 - states[host].free_ram_mb == told * MEMORY_MB
+
+
+async def _read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]) -> str:
+    while True:
+        line = (await stream.readline()).decode()
+        if not line:
+            raise AssertionError(f"serve exited before logging {pattern!r}:\n{''.join(seen)}")
+        seen.append(line)
+        if re.search(pattern, line):
+            return line
+
+
+async def test_sigterm_during_load_answers_every_accepted_request(tmp_path: Path) -> None:
+    queue = unique_queue()
+    serve = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "actorsched.cli",
+        "serve",
+        "--amqp-url",
+        AMQP_URL,
+        "--queue",
+        queue,
+        "--prefetch",
+        "32",
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert serve.stderr is not None
+    log: list[str] = []
+    connection = await aio_pika.connect(AMQP_URL)
+    try:
+        await asyncio.wait_for(_read_until(serve.stderr, "ready", log), timeout=30)
+        channel = await connection.channel()
+        replies = await channel.declare_queue("", exclusive=True, auto_delete=True)
+        answers: dict[str, dict[str, object]] = {}
+        duplicates = 0
+        got_enough = asyncio.Event()
+
+        async def on_reply(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+            nonlocal duplicates
+            key = message.correlation_id or ""
+            duplicates += key in answers
+            answers[key] = json.loads(message.body)
+            if len(answers) >= 100:
+                got_enough.set()
+
+        await replies.consume(on_reply, no_ack=True)
+        bodies = [("host_report", host_report(f"h{i}").model_dump_json()) for i in range(20)]
+        bodies += [
+            (
+                "select_destinations",
+                RequestSpec(
+                    instance_uuids=[f"vm-{i}"], memory_mb=64, vcpus=1, disk_gb=1
+                ).model_dump_json(),
+            )
+            for i in range(2000)
+        ]
+        # published together, so the service is still busy when SIGTERM comes
+        await asyncio.gather(
+            *(
+                channel.default_exchange.publish(
+                    aio_pika.Message(
+                        body.encode(),
+                        type=op,
+                        correlation_id=uuid.uuid4().hex,
+                        reply_to=replies.name,
+                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                    ),
+                    routing_key=queue,
+                )
+                for op, body in bodies
+            )
+        )
+        await asyncio.wait_for(got_enough.wait(), timeout=30)
+        serve.send_signal(signal.SIGTERM)
+        stopped = await asyncio.wait_for(_read_until(serve.stderr, "stopped:", log), timeout=60)
+        assert await asyncio.wait_for(serve.wait(), timeout=30) == 0
+        match = re.search(r"(\d+) accepted, (\d+) answered, (\d+) returned", stopped)
+        assert match is not None, stopped
+        accepted, answered, returned = map(int, match.groups())
+        assert (accepted, returned) == (answered, 0), "an accepted request went unanswered"
+        await asyncio.sleep(0.5)  # replies published before exit are still on their way to us
+        assert len(answers) == answered
+        assert duplicates == 0
+        # each reply is a placement, or NoValidHost once the 20 hosts are full
+        for reply in answers.values():
+            error = reply.get("error")
+            assert reply["ok"] is True or (
+                isinstance(error, dict) and error["type"] == "NoValidHost"
+            )
+        # nothing lost: what was not answered is still in the queue for the next instance
+        left = await channel.declare_queue(queue, passive=True)
+        assert left.declaration_result.message_count == len(bodies) - answered
+        assert answered < len(bodies), "the load finished before SIGTERM; nothing was tested"
+    finally:
+        if serve.returncode is None:
+            serve.kill()
+            await serve.wait()
+        await connection.close()
+        await delete_topology(AMQP_URL, queue)

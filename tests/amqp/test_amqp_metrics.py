@@ -1,0 +1,56 @@
+"""The Prometheus endpoint of the service, scraped over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from amqp_support import host_report, running_stack
+
+from actorsched import NoValidHost, RequestSpec
+from actorsched.amqp import MetricsServer
+
+pytestmark = pytest.mark.amqp
+
+
+async def _scrape(port: int, path: str = "/metrics") -> tuple[str, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        await writer.drain()
+        response = (await reader.read()).decode()
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    head, _, body = response.partition("\r\n\r\n")
+    return head.splitlines()[0], body
+
+
+async def test_metrics_count_requests_by_op_and_outcome_and_show_scheduler_gauges() -> None:
+    async with running_stack() as stack:
+        endpoint = MetricsServer(stack.service.metrics, host="127.0.0.1", port=0)
+        await endpoint.start()
+        try:
+            await stack.client.update_host(host_report("h1", memory_mb=2048))
+            await stack.client.select_destinations(
+                RequestSpec(instance_uuids=["vm-1"], memory_mb=1024, vcpus=1, disk_gb=1)
+            )
+            with pytest.raises(NoValidHost):
+                await stack.client.select_destinations(
+                    RequestSpec(instance_uuids=["vm-2"], memory_mb=4096, vcpus=1, disk_gb=1)
+                )
+            await asyncio.sleep(0.1)  # the last ack follows its reply
+            status, text = await _scrape(endpoint.port)
+            missing, _ = await _scrape(endpoint.port, "/elsewhere")
+        finally:
+            await endpoint.close()
+    assert status == "HTTP/1.1 200 OK"
+    assert missing == "HTTP/1.1 404 Not Found"
+    lines = set(text.splitlines())
+    assert 'actorsched_requests_total{op="host_report",outcome="ok"} 1.0' in lines
+    assert 'actorsched_requests_total{op="select_destinations",outcome="ok"} 1.0' in lines
+    assert 'actorsched_requests_total{op="select_destinations",outcome="NoValidHost"} 1.0' in lines
+    assert 'actorsched_request_duration_seconds_count{op="select_destinations"} 2.0' in lines
+    assert "actorsched_hosts 1.0" in lines
+    assert "actorsched_claims 1.0" in lines
+    assert "actorsched_mailbox_depth 0.0" in lines
