@@ -1,0 +1,92 @@
+"""Shared factories for the test suite.
+
+Import them with ``from conftest import make_report, make_spec``: pytest puts
+``tests/`` on ``sys.path`` because it is not a package. (A second
+``conftest.py`` in a sub-directory without ``__init__.py`` would take the
+module name ``conftest`` over; keep sub-directory fixtures elsewhere.)
+
+The factories fill every required field with a small, valid default so a
+test names only the figures it is about.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from actorsched import HostReport, RequestSpec, SchedulerConfig, ServerGroup
+from actorsched.core import SchedulerCore
+
+__all__ = ["make_config", "make_core", "make_report", "make_spec", "ram_only_config"]
+
+
+def make_report(host: str = "h1", generation: int = 1, **fields: Any) -> HostReport:
+    """A valid HostReport: 4096 MB, 4 vCPUs, 100 GB, nothing used, unless overridden."""
+    values: dict[str, Any] = {
+        "host": host,
+        "generation": generation,
+        "memory_mb": 4096,
+        "memory_mb_used": 0,
+        "vcpus": 4,
+        "vcpus_used": 0,
+        "local_gb": 100,
+        "local_gb_used": 0,
+    }
+    values.update(fields)
+    return HostReport(**values)
+
+
+def make_spec(
+    *instance_uuids: str,
+    memory_mb: int = 512,
+    vcpus: int = 1,
+    disk_gb: int = 1,
+    **fields: Any,
+) -> RequestSpec:
+    """A valid RequestSpec for ``instance_uuids`` (default ``["vm1"]``).
+
+    ``group`` may also be given as an ``(id, policy)`` tuple.
+    """
+    group = fields.pop("group", None)
+    if isinstance(group, tuple):
+        group = ServerGroup(id=group[0], policy=group[1])
+    return RequestSpec(
+        instance_uuids=list(instance_uuids or ("vm1",)),
+        memory_mb=memory_mb,
+        vcpus=vcpus,
+        disk_gb=disk_gb,
+        group=group,
+        **fields,
+    )
+
+
+def make_config(**fields: Any) -> SchedulerConfig:
+    """SchedulerConfig with a fixed seed (so host_subset_size > 1 is reproducible)."""
+    fields.setdefault("seed", 0)
+    return SchedulerConfig(**fields)
+
+
+def ram_only_config(**fields: Any) -> SchedulerConfig:
+    """Only the RAM weigher counts: CPU, disk and I/O weighers are switched off.
+
+    Makes the expected choice easy to state: the host with the most free RAM.
+    """
+    values: dict[str, Any] = {
+        "cpu_weight_multiplier": 0.0,
+        "disk_weight_multiplier": 0.0,
+        "io_ops_weight_multiplier": 0.0,
+    }
+    values.update(fields)
+    return make_config(**values)
+
+
+def make_core(config: SchedulerConfig | None = None, **kwargs: Any) -> SchedulerCore:
+    """A SchedulerCore (custom ``filters=``/``weighers=`` pass through)."""
+    return SchedulerCore(config or make_config(), **kwargs)
+
+
+@pytest.fixture
+def core() -> SchedulerCore:
+    """A core with the default (Nova) configuration and a fixed seed."""
+    return make_core()

@@ -1,0 +1,343 @@
+"""Claim lifecycle, release, all-or-nothing, idempotency and remove_host."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from conftest import make_config, make_core, make_report, make_spec
+
+from actorsched import InvalidRequest, NoValidHost
+from actorsched.core import SchedulerCore
+
+MB = 1024
+
+
+def _one_host(**config: float) -> SchedulerCore:
+    core = make_core(make_config(**config))
+    core.update_host(make_report("h1", 1, memory_mb=4 * MB), now=0.0)
+    return core
+
+
+def _free(core: SchedulerCore, host: str = "h1") -> int:
+    return core.host_states()[host].free_ram_mb
+
+
+# -- assumed until listed ---------------------------------------------------------
+
+
+def test_claim_is_assumed_until_a_report_lists_it() -> None:
+    core = _one_host()
+    [sel] = core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    assert sel.host == "h1"
+    assert core.claims() == {"vm1": ("h1", False)}
+    assert _free(core) == 3 * MB
+    assert core.host_states()["h1"].assumed_claims == 1
+
+
+def test_fresher_report_not_listing_the_instance_keeps_the_claim() -> None:
+    """The 2015 'off by one deduction': the node's figures predate the claim."""
+    core = _one_host()
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    for generation in (2, 3, 4):
+        assert core.update_host(make_report("h1", generation, memory_mb=4 * MB), now=2.0)
+        assert core.claims() == {"vm1": ("h1", False)}
+        assert _free(core) == 3 * MB
+
+
+def test_once_listed_the_claim_is_counted_once() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    listed = make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm1"])
+    assert core.update_host(listed, now=2.0)
+    assert core.claims() == {"vm1": ("h1", True)}
+    state = core.host_states()["h1"]
+    assert state.free_ram_mb == 3 * MB  # the report's used figure, not 2 x 1 GB
+    assert state.assumed_claims == 0
+    assert state.num_instances == 1
+    # and again on every later report listing it
+    core.update_host(
+        make_report("h1", 3, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm1"]), now=3.0
+    )
+    assert _free(core) == 3 * MB
+    # a confirmed claim still counts for capacity through the report: 3 GB left
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("vm2", memory_mb=3 * MB + 1), now=4.0)
+
+
+def test_instance_listed_before_it_is_claimed_is_not_double_counted() -> None:
+    core = _one_host()
+    core.update_host(
+        make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm1"]), now=1.0
+    )
+    [sel] = core.select_destinations(make_spec("vm1", memory_mb=MB), now=2.0)
+    assert sel.host == "h1"
+    assert core.claims() == {"vm1": ("h1", True)}
+    assert _free(core) == 3 * MB
+
+
+def test_confirmed_claim_dropped_when_a_report_stops_listing_it() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    core.update_host(
+        make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm1"]), now=2.0
+    )
+    core.update_host(make_report("h1", 3, memory_mb=4 * MB), now=3.0)
+    assert core.claims() == {}
+    assert _free(core) == 4 * MB
+
+
+# -- claim_timeout --------------------------------------------------------------------
+
+
+def test_claim_timeout_drops_an_unreported_claim(caplog: pytest.LogCaptureFixture) -> None:
+    core = _one_host(claim_timeout=100.0)
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=10.0)
+    core.update_host(make_report("h1", 2, memory_mb=4 * MB), now=110.0)  # exactly 100 s
+    assert core.claims() == {"vm1": ("h1", False)}
+    assert _free(core) == 3 * MB
+
+    with caplog.at_level(logging.WARNING, logger="actorsched"):
+        core.update_host(make_report("h1", 3, memory_mb=4 * MB), now=110.5)
+    assert core.claims() == {}
+    assert _free(core) == 4 * MB
+    assert core.host_states()["h1"].assumed_claims == 0
+    assert any("vm1" in r.getMessage() for r in caplog.records), "the drop must be logged"
+
+
+def test_claim_timeout_needs_a_report() -> None:
+    # without any fresher report nothing is dropped: time alone is not evidence
+    core = _one_host(claim_timeout=100.0)
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=0.0)
+    core.host_states(now=10_000.0)
+    assert core.claims() == {"vm1": ("h1", False)}
+
+
+def test_claim_timeout_spares_listed_claims() -> None:
+    core = _one_host(claim_timeout=100.0)
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=0.0)
+    core.update_host(
+        make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm1"]), now=500.0
+    )
+    assert core.claims() == {"vm1": ("h1", True)}
+
+
+def test_claim_timeout_only_touches_the_reporting_host() -> None:
+    core = make_core(make_config(claim_timeout=100.0))
+    core.update_host(make_report("h1", 1), now=0.0)
+    core.update_host(make_report("h2", 1, memory_mb=1024), now=0.0)
+    core.select_destinations(make_spec("vm1"), now=0.0)  # h1: more free RAM
+    core.select_destinations(make_spec("vm2", ignore_hosts=["h1"]), now=0.0)
+    core.update_host(make_report("h2", 2, memory_mb=1024), now=200.0)
+    assert core.claims() == {"vm1": ("h1", False)}
+
+
+# -- release --------------------------------------------------------------------------
+
+
+def test_release_of_an_assumed_claim_frees_at_once() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    assert core.release("vm1", now=2.0) is True
+    assert core.claims() == {}
+    assert _free(core) == 4 * MB
+    assert core.host_states()["h1"].assumed_claims == 0
+    assert core.release("vm1", now=3.0) is False
+
+
+def test_release_unknown_instance_is_false_and_changes_nothing() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("vm1"), now=1.0)
+    before = core.digest()
+    assert core.release("nope", now=2.0) is False
+    assert core.digest() == before
+
+
+def test_release_of_a_listed_instance_is_credited_until_a_report_drops_it() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    still = {"memory_mb": 4 * MB, "memory_mb_used": MB, "instances": ["vm1"]}
+    core.update_host(make_report("h1", 2, **still), now=2.0)
+    assert _free(core) == 3 * MB
+
+    assert core.release("vm1", now=3.0)
+    assert core.claims() == {}
+    assert _free(core) == 4 * MB  # credited back at once
+    assert core.host_states()["h1"].num_instances == 0
+
+    core.update_host(make_report("h1", 3, **still), now=4.0)  # still running there
+    assert _free(core) == 4 * MB
+    assert core.host_states()["h1"].num_instances == 0
+
+    core.update_host(make_report("h1", 4, memory_mb=4 * MB), now=5.0)  # gone
+    assert _free(core) == 4 * MB  # not 5 GB: the credit ends with the listing
+    assert core.host_states()["h1"].num_instances == 0
+
+    # a later report listing an instance of that uuid again is just usage
+    core.update_host(make_report("h1", 5, **still), now=6.0)
+    assert _free(core) == 3 * MB
+
+
+def test_reclaiming_a_released_but_still_listed_uuid_does_not_overcommit() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", 1, memory_mb=2 * MB), now=0.0)
+    core.select_destinations(make_spec("vm1", memory_mb=MB), now=1.0)
+    core.update_host(
+        make_report("h1", 2, memory_mb=2 * MB, memory_mb_used=MB, instances=["vm1"]), now=2.0
+    )
+    assert core.release("vm1", now=3.0)
+    assert _free(core) == 2 * MB
+    # the same uuid asks again (a rebuild, or a retried request) and lands on h1
+    [sel] = core.select_destinations(make_spec("vm1", memory_mb=MB), now=4.0)
+    assert sel.host == "h1"
+    # vm1 is held again: 1 GB of the 2 GB host is spoken for
+    assert _free(core) == MB
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("vm2", memory_mb=2 * MB), now=5.0)
+
+
+# -- all or nothing -------------------------------------------------------------------
+
+
+def test_multi_instance_request_is_all_or_nothing() -> None:
+    core = make_core()
+    for host in ("h1", "h2"):
+        core.update_host(make_report(host, 1, memory_mb=2 * MB), now=0.0)
+    core.select_destinations(make_spec("other", memory_mb=MB), now=0.5)
+    before_states = core.host_states()
+    before_claims = core.claims()
+    # three 1 GB instances, but only 3 GB are left in all and anti-affinity asks for 3 hosts
+    spec = make_spec("a", "b", "c", memory_mb=MB, group=("g", "anti-affinity"))
+    with pytest.raises(NoValidHost) as info:
+        core.select_destinations(spec, now=1.0)
+    assert info.value.instance_uuid == "c"
+    assert "no claim of this request was kept" in str(info.value)
+    assert core.claims() == before_claims
+    assert core.host_states() == before_states
+    # nothing of the failed request lingers: the same uuids can be placed later
+    core.update_host(make_report("h3", 1, memory_mb=2 * MB), now=2.0)
+    placed = core.select_destinations(spec, now=2.0)
+    assert sorted(s.host for s in placed) == ["h1", "h2", "h3"]
+
+
+def test_multi_instance_all_or_nothing_on_capacity() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", 1, memory_mb=2 * MB), now=0.0)
+    before = core.digest()
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("a", "b", "c", memory_mb=MB), now=1.0)
+    assert core.digest() == before
+    assert core.claims() == {}
+
+
+def test_selections_in_spec_order() -> None:
+    core = make_core()
+    for host in ("h1", "h2", "h3"):
+        core.update_host(make_report(host, 1), now=0.0)
+    uuids = ["z", "a", "m", "b"]
+    selections = core.select_destinations(make_spec(*uuids), now=1.0)
+    assert [s.instance_uuid for s in selections] == uuids
+
+
+# -- idempotency ----------------------------------------------------------------------
+
+
+def test_same_request_twice_gives_the_same_selections_and_claims_nothing_more() -> None:
+    core = make_core(make_config(host_subset_size=3, seed=7))
+    for i in range(5):
+        core.update_host(make_report(f"h{i}", 1, memory_mb=(4 + i) * MB), now=0.0)
+    spec = make_spec("a", "b", "c", memory_mb=MB)
+    first = core.select_destinations(spec, now=1.0)
+    digest = core.digest()
+    claims = core.claims()
+    states = core.host_states()
+    for now in (2.0, 3.0):
+        again = core.select_destinations(spec, now=now)
+        assert again == first
+        assert core.digest() == digest
+        assert core.claims() == claims
+        assert core.host_states() == states
+
+
+def test_same_uuids_in_another_order_return_in_that_order() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", 1), now=0.0)
+    first = core.select_destinations(make_spec("a", "b"), now=1.0)
+    again = core.select_destinations(make_spec("b", "a"), now=2.0)
+    assert again == [first[1], first[0]]
+
+
+def test_resend_after_confirmation_is_still_idempotent() -> None:
+    core = _one_host()
+    spec = make_spec("vm1", memory_mb=MB)
+    first = core.select_destinations(spec, now=1.0)
+    core.update_host(
+        make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm1"]), now=2.0
+    )
+    before = core.digest()
+    assert core.select_destinations(spec, now=3.0) == first
+    assert core.digest() == before
+
+
+def test_mixed_claimed_and_unclaimed_uuids_is_invalid() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("a"), now=1.0)
+    before = core.digest()
+    with pytest.raises(InvalidRequest) as info:
+        core.select_destinations(make_spec("a", "b"), now=2.0)
+    assert "'a'" in str(info.value)
+    assert "'b'" in str(info.value)
+    assert core.digest() == before
+    assert "b" not in core.claims()
+
+
+def test_released_uuid_can_be_placed_again() -> None:
+    core = _one_host()
+    core.select_destinations(make_spec("a"), now=1.0)
+    core.release("a", now=2.0)
+    assert core.select_destinations(make_spec("a"), now=3.0)[0].host == "h1"
+    assert core.claims() == {"a": ("h1", False)}
+
+
+# -- remove_host ----------------------------------------------------------------------
+
+
+def test_remove_host_forgets_it_and_its_claims() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", 7), now=0.0)
+    core.update_host(make_report("h2", 1, memory_mb=1024), now=0.0)
+    core.select_destinations(make_spec("vm1"), now=1.0)
+    assert core.claims() == {"vm1": ("h1", False)}
+
+    assert core.remove_host("h1", now=2.0) is True
+    assert set(core.host_states()) == {"h2"}
+    assert core.claims() == {}
+    assert core.remove_host("h1", now=2.0) is False
+    assert core.remove_host("never", now=2.0) is False
+
+    # the uuid is free to be placed again, never on the removed host
+    assert core.select_destinations(make_spec("vm1"), now=3.0)[0].host == "h2"
+    # a removed host comes back with any generation, with clean figures
+    assert core.update_host(make_report("h1", 1, memory_mb_used=100), now=4.0)
+    state = core.host_states()["h1"]
+    assert (state.generation, state.free_ram_mb, state.assumed_claims) == (1, 3996, 0)
+
+
+def test_remove_host_keeps_other_hosts_intact() -> None:
+    core = make_core()
+    for i in range(4):
+        core.update_host(make_report(f"h{i}", 1, memory_mb=(i + 1) * MB), now=0.0)
+    for i in range(4):
+        core.select_destinations(
+            make_spec(f"vm{i}", memory_mb=256, ignore_hosts=[f"h{j}" for j in range(4) if j != i]),
+            now=1.0,
+        )
+    states = core.host_states()
+    core.remove_host("h1", now=2.0)
+    core.update_host(make_report("h9", 1), now=3.0)  # may reuse the freed row
+    after = core.host_states()
+    for host in ("h0", "h2", "h3"):
+        assert after[host] == states[host]
+    assert after["h9"].assumed_claims == 0
+    assert after["h9"].free_ram_mb == 4096
+    assert core.claims() == {"vm0": ("h0", False), "vm2": ("h2", False), "vm3": ("h3", False)}
