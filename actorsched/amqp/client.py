@@ -13,6 +13,7 @@ so the answer to a timeout is to call again with the same arguments.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from types import TracebackType
 from typing import Any, cast
@@ -36,6 +37,18 @@ from .protocol import (
 from .service import DEFAULT_QUEUE, DEFAULT_URL
 
 __all__ = ["SchedulerClient"]
+
+log = logging.getLogger("actorsched.amqp.client")
+
+# what a publish raises while a robust connection or channel is being re-opened
+_RECONNECTING = (
+    aiormq.exceptions.ChannelInvalidStateError,
+    aiormq.exceptions.ChannelClosed,
+    aiormq.exceptions.ConnectionClosed,
+    ConnectionError,
+    RuntimeError,  # aio-pika: "<Connection ...> closed" / "No active transport in channel"
+)
+_REPUBLISH_PAUSE = 0.05
 
 
 class SchedulerClient:
@@ -170,15 +183,7 @@ class SchedulerClient:
         )
         try:
             async with asyncio.timeout(limit):
-                try:
-                    await self._channel.default_exchange.publish(
-                        message, routing_key=self.queue, mandatory=True
-                    )
-                except aiormq.exceptions.PublishError:
-                    raise SchedulerStopped(
-                        f"no queue {self.queue!r} on the broker: start `actorsched serve "
-                        f"--queue {self.queue}` first"
-                    ) from None
+                await self._publish(message)
                 reply = await future
         except TimeoutError:
             raise TimeoutError(
@@ -188,6 +193,29 @@ class SchedulerClient:
         finally:
             self._pending.pop(correlation_id, None)
         return decode_reply(op, reply)
+
+    async def _publish(self, message: aio_pika.Message) -> None:
+        """Publish with a confirm; while the robust connection is reconnecting, try again.
+
+        Sending a request twice is safe (claims are idempotent per instance
+        uuid), so a publish whose confirm was lost in a reconnect is retried
+        until the caller's timeout runs out.
+        """
+        assert self._channel is not None
+        while True:
+            try:
+                await self._channel.default_exchange.publish(
+                    message, routing_key=self.queue, mandatory=True
+                )
+                return
+            except aiormq.exceptions.PublishError:
+                raise SchedulerStopped(
+                    f"no queue {self.queue!r} on the broker: start `actorsched serve "
+                    f"--queue {self.queue}` first"
+                ) from None
+            except _RECONNECTING as exc:
+                log.debug("publish failed while reconnecting (%s); trying again", exc)
+                await asyncio.sleep(_REPUBLISH_PAUSE)
 
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
         future = self._pending.get(message.correlation_id or "")

@@ -16,7 +16,7 @@ import aiormq.exceptions
 import pytest
 from amqp_support import AMQP_URL, delete_topology, host_report, running_stack, unique_queue
 
-from actorsched import RequestSpec, SchedulerConfig
+from actorsched import RequestSpec, SchedulerConfig, Selection
 
 pytestmark = [pytest.mark.amqp, pytest.mark.slow]
 
@@ -101,15 +101,19 @@ async def test_close_all_connections_mid_load_loses_and_doubles_no_claim(
         # timeout, redelivered requests are answered into the re-declared reply queue)
         claims = stack.scheduler.core.claims()
         lost = [u for u in uuids if claims.get(u, ("", False))[0] != acknowledged[u]]
+
         # asking again returns the first answer and claims nothing more
-        again = await asyncio.gather(
-            *(
-                stack.client.select_destinations(
-                    RequestSpec(instance_uuids=[u], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
-                )
-                for u in uuids
+        async def ask_again(instance_uuid: str) -> list[Selection]:
+            spec = RequestSpec(
+                instance_uuids=[instance_uuid], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1
             )
-        )
+            while True:  # the broker may still be settling after the fault
+                try:
+                    return await stack.client.select_destinations(spec)
+                except TRANSIENT:
+                    await asyncio.sleep(0.1)
+
+        again = await asyncio.gather(*(ask_again(u) for u in uuids))
         changed = [u for u, [sel] in zip(uuids, again, strict=True) if sel.host != acknowledged[u]]
         states = await stack.client.host_states()
         counted_mb = sum(8192 - s.free_ram_mb for s in states.values())

@@ -1,0 +1,190 @@
+"""The parts of the benchmark that use other people's modules: baselines, journal, AMQP.
+
+Each is looked up when the run starts; a part whose module has not landed
+(or cannot reach its broker) is skipped with a note in the results rather
+than failing the whole run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from actorsched import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+
+from .workload import bench_config
+
+__all__ = ["Baseline", "amqp", "baselines", "journal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A scheduler to compare with: a name, how to make one, and whether it blocks."""
+
+    name: str
+    factory: Callable[[], Any]
+    synchronous: bool = False
+
+
+class ChainPlacer:
+    """The Nova-style per-host chain as a plain, synchronous placement loop.
+
+    ``NovaStyleChain.select`` filters and weighs a list of per-host Python
+    objects; this keeps those objects (one per reported host) and consumes
+    the best host of each request, so it does the same work per request as
+    the other schedulers minus everything about concurrency. Its methods are
+    ``async`` only to share the harness: nothing inside them yields.
+    """
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        from actorsched.baselines import NovaHostState, NovaStyleChain
+
+        self._host_state = NovaHostState
+        self.chain = NovaStyleChain(config)
+        self.hosts: dict[str, Any] = {}
+
+    async def update_host(self, report: HostReport) -> bool:
+        host = self.hosts.get(report.host)
+        now = time.time()
+        if host is None:
+            self.hosts[report.host] = self._host_state.from_report(report, now)
+            return True
+        if report.generation <= host.generation:
+            return False
+        host.generation = report.generation
+        host.apply_figures(report, now)
+        return True
+
+    async def select_destinations(self, spec: RequestSpec) -> list[Selection]:
+        now = time.time()
+        ranked = self.chain.select(spec, self.hosts.values(), now)
+        best = ranked[0]
+        best.consume(spec.memory_mb, spec.vcpus, spec.disk_gb)
+        alternates = [h.host for h in ranked[1 : self.chain.config.max_attempts]]
+        return [
+            Selection.model_construct(
+                instance_uuid=spec.instance_uuids[0], host=best.host, alternates=alternates
+            )
+        ]
+
+    async def host_states(self) -> dict[str, HostState]:
+        return {name: host.state() for name, host in self.hosts.items()}
+
+
+def baselines(config: SchedulerConfig | None = None) -> list[Baseline]:
+    """The baselines that :mod:`actorsched.baselines` provides, with the benchmark's config."""
+    config = config or bench_config()
+    try:
+        module = importlib.import_module("actorsched.baselines")
+    except ImportError:
+        return []
+    found: list[Baseline] = []
+    for name, label in (
+        ("LockedHostManager", "locked"),
+        ("UnsynchronizedHostManager", "unsynchronized"),
+    ):
+        cls: Callable[[SchedulerConfig], Any] | None = getattr(module, name, None)
+        if cls is not None:
+            found.append(Baseline(label, functools.partial(cls, config)))
+    if hasattr(module, "NovaStyleChain") and hasattr(module, "NovaHostState"):
+        found.append(Baseline("nova-chain", lambda: ChainPlacer(config), synchronous=True))
+    return found
+
+
+async def journal(
+    hosts: int, requests: int, concurrency: int, tmpdir: Path, notes: list[str]
+) -> dict[str, float] | None:
+    """``benchmarks.journal_bench.run_journal_bench``, when it exists."""
+    try:
+        module = importlib.import_module("benchmarks.journal_bench")
+    except ImportError as exc:
+        notes.append(f"journal bench skipped: benchmarks.journal_bench not importable ({exc})")
+        return None
+    result: dict[str, float] = await module.run_journal_bench(
+        hosts=hosts, requests=requests, concurrency=concurrency, tmpdir=tmpdir
+    )
+    return result
+
+
+async def amqp(
+    reports: list[HostReport],
+    specs: list[RequestSpec],
+    concurrency: int,
+    budget: float,
+    notes: list[str],
+    *,
+    url: str | None = None,
+) -> dict[str, Any] | None:
+    """Placements end to end through RabbitMQ: ``concurrency`` SchedulerClients, one caller each.
+
+    The service runs in this process on a fresh queue of its own (deleted
+    afterwards) in front of a Scheduler that already knows ``reports``; the
+    clients and the service share this event loop and its two cores.
+    """
+    try:
+        import aio_pika
+
+        from actorsched.amqp import DEFAULT_URL, SchedulerClient, SchedulerService
+        from actorsched.amqp.service import dead_letter_names
+    except ImportError as exc:
+        notes.append(f"AMQP skipped: actorsched.amqp is not importable ({exc})")
+        return None
+    from actorsched import Scheduler
+
+    from .measure import feed_reports, place_timed, summarize_latencies
+
+    url = url or os.environ.get("ACTORSCHED_AMQP_URL", DEFAULT_URL)
+    queue = f"actorsched.bench.{uuid.uuid4().hex[:12]}"
+    try:
+        probe = await asyncio.wait_for(aio_pika.connect(url), timeout=5)
+    except Exception as exc:
+        notes.append(f"AMQP skipped: no broker at {url} ({exc!r}); start one with `make rabbitmq`")
+        return None
+    try:
+        async with Scheduler(bench_config()) as scheduler:
+            await feed_reports(scheduler.update_host, reports)
+            async with contextlib.AsyncExitStack() as stack:
+                await stack.enter_async_context(SchedulerService(scheduler, url, queue=queue))
+                clients = [
+                    await stack.enter_async_context(SchedulerClient(url, queue=queue, timeout=60))
+                    for _ in range(concurrency)
+                ]
+                turn = itertools.count()
+
+                async def select(spec: RequestSpec) -> object:
+                    return await clients[next(turn) % len(clients)].select_destinations(spec)
+
+                # a short warm-up, so connection set-up is not timed
+                await place_timed(select, specs[:concurrency], concurrency=concurrency, budget=1)
+                stats = await place_timed(
+                    select, specs[concurrency:], concurrency=concurrency, budget=budget
+                )
+    finally:
+        with contextlib.suppress(Exception):
+            channel = await probe.channel()
+            dlx, dead = dead_letter_names(queue)
+            await channel.queue_delete(queue)
+            await channel.queue_delete(dead)
+            await channel.exchange_delete(dlx)
+        await probe.close()
+    return {
+        "hosts": len(reports),
+        "concurrency": concurrency,
+        "clients": concurrency,
+        "calls": stats.calls,
+        "placed": stats.placed,
+        "no_valid_host": stats.no_valid_host,
+        "errors": stats.errors,
+        "placements_per_s": stats.rate,
+        **summarize_latencies(stats.latencies),
+    }

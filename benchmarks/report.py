@@ -1,0 +1,234 @@
+"""The summary table on stdout and the PASS/FAIL verdict of each target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TARGETS_HOSTS", "evaluate_targets", "format_summary"]
+
+TARGETS_HOSTS = 10_000
+BIG_HOSTS = 100_000
+
+
+def _placement(results: dict[str, Any], scheduler: str, hosts: int) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in results.get("placements", [])
+        if p["scheduler"] == scheduler and p["hosts"] == hosts
+    ]
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(rows, key=lambda p: p["placements_per_s"]) if rows else None
+
+
+def _target(
+    name: str, goal: str, measured: float | None, passed: bool | None, detail: str = ""
+) -> dict[str, Any]:
+    return {
+        "target": name,
+        "goal": goal,
+        "measured": measured,
+        "status": "n/a" if passed is None else ("PASS" if passed else "FAIL"),
+        "detail": detail,
+    }
+
+
+def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per issue-5 target; ``n/a`` where this run did not measure it."""
+    rows = []
+    best = _best(_placement(results, "actorsched", TARGETS_HOSTS))
+    rows.append(
+        _target(
+            "placements/s at 10,000 hosts (embedded)",
+            ">= 10,000/s",
+            best["placements_per_s"] if best else None,
+            best["placements_per_s"] >= 10_000 if best else None,
+            f"best of concurrency, at {best['concurrency']} callers" if best else "",
+        )
+    )
+    chain = _placement(results, "nova-chain", TARGETS_HOSTS)
+    ratio = next(
+        (
+            r
+            for r in results.get("ratios", [])
+            if r["baseline"] == "nova-chain" and r["hosts"] == TARGETS_HOSTS
+        ),
+        None,
+    )
+    rows.append(
+        _target(
+            "x Nova-style per-host chain at 10,000 hosts",
+            ">= 20x",
+            ratio["ratio"] if ratio else None,
+            ratio["ratio"] >= 20 if ratio else None,
+            "both one request at a time" if chain else "chain not measured",
+        )
+    )
+    big = _best(_placement(results, "actorsched", BIG_HOSTS))
+    rows.append(
+        _target(
+            "placements/s at 100,000 hosts",
+            ">= 1,000/s",
+            big["placements_per_s"] if big else None,
+            big["placements_per_s"] >= 1_000 if big else None,
+            f"best of concurrency, at {big['concurrency']} callers" if big else "",
+        )
+    )
+    reports = results.get("host_reports")
+    rate = reports["scheduler_64_callers_per_s"] if reports else None
+    rows.append(
+        _target(
+            "host reports applied/s",
+            ">= 100,000/s",
+            rate,
+            rate >= 100_000 if rate is not None else None,
+            f"Scheduler API, one report per call, 64 reporters; update_hosts batches "
+            f"{reports.get('scheduler_update_hosts_1000_per_s', 0):,.0f}/s; "
+            f"core alone {reports['core_per_s']:,.0f}/s"
+            if reports
+            else "",
+        )
+    )
+    memory = results.get("memory")
+    rows.append(
+        _target(
+            "RSS of 100,000 hosts",
+            "<= 100 MiB",
+            memory["rss_delta_mib"] if memory else None,
+            memory["rss_delta_mib"] <= 100 if memory and memory["hosts"] >= BIG_HOSTS else None,
+            f"growth over a fresh interpreter; process total {memory['rss_after_mib']:.0f} MiB"
+            f" for {memory['hosts']:,.0f} hosts"
+            if memory
+            else "",
+        )
+    )
+    p64 = next(
+        (p for p in _placement(results, "actorsched", TARGETS_HOSTS) if p["concurrency"] == 64),
+        None,
+    )
+    rows.append(
+        _target(
+            "p99 latency, 64 callers, 10,000 hosts",
+            "<= 25 ms",
+            p64["p99_ms"] if p64 else None,
+            p64["p99_ms"] <= 25 if p64 else None,
+        )
+    )
+    amqp = results.get("amqp")
+    rows.append(
+        _target(
+            "AMQP end to end placements/s",
+            ">= 3,000/s",
+            amqp["placements_per_s"] if amqp else None,
+            amqp["placements_per_s"] >= 3_000 if amqp else None,
+            f"{amqp['concurrency']} SchedulerClient callers" if amqp else "",
+        )
+    )
+    journal = results.get("journal")
+    jratio = journal_ratio(journal) if journal else None
+    rows.append(
+        _target(
+            "journal on / off",
+            ">= 0.5",
+            jratio,
+            jratio >= 0.5 if jratio is not None else None,
+        )
+    )
+    return rows
+
+
+def journal_ratio(journal: dict[str, float]) -> float | None:
+    """on/off throughput ratio from ``run_journal_bench``'s figures."""
+    for key in ("ratio", "on_off_ratio", "ratio_on_off"):
+        if key in journal:
+            return float(journal[key])
+    on = [v for k, v in journal.items() if "per_s" in k and "on" in k.split("_")]
+    off = [v for k, v in journal.items() if "per_s" in k and "off" in k.split("_")]
+    if on and off and off[0]:
+        return float(on[0]) / float(off[0])
+    return None
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}{unit}"
+    return f"{value:.2f}{unit}"
+
+
+def format_summary(results: dict[str, Any]) -> str:
+    """The table printed at the end of a run."""
+    out: list[str] = []
+    machine = results["meta"]["machine"]
+    out.append(
+        f"actorsched bench on {machine['cpu']} ({machine['cores']} cores), "
+        f"Python {machine['python']}, NumPy {machine['numpy']}; "
+        f"medians of {results['meta']['plan']['repeat']} runs"
+    )
+    out.append("")
+    out.append(
+        f"{'scheduler':<16}{'hosts':>9}{'callers':>8}{'placed/s':>11}{'p50 ms':>9}"
+        f"{'p99 ms':>9}{'calls':>9}{'NoValidHost':>12}{'over-cap':>9}"
+    )
+    for p in results.get("placements", []):
+        over = p["over_capacity_hosts"]
+        out.append(
+            f"{p['scheduler']:<16}{p['hosts']:>9,}{p['concurrency']:>8}"
+            f"{p['placements_per_s']:>11,.0f}{p['p50_ms']:>9.2f}{p['p99_ms']:>9.2f}"
+            f"{p['calls']:>9,}{p['no_valid_host']:>12,}{'-' if over is None else over:>9}"
+        )
+    core = results.get("core_placements", [])
+    if core:
+        out.append("")
+        out.append(
+            "core alone (no asyncio), placements/s: "
+            + ", ".join(f"{int(c['hosts']):,} hosts {c['placements_per_s']:,.0f}" for c in core)
+        )
+    ratios = results.get("ratios", [])
+    if ratios:
+        out.append("")
+        out.append(f"{'ratio actorsched / baseline':<30}{'hosts':>9}{'callers':>8}{'ratio':>10}")
+        for r in ratios:
+            out.append(
+                f"{r['baseline']:<30}{r['hosts']:>9,}{r['concurrency']:>8}{r['ratio']:>9,.1f}x"
+            )
+    reports = results.get("host_reports")
+    if reports:
+        out.append("")
+        out.append(
+            f"host reports/s at {int(reports['hosts']):,} hosts: core {reports['core_per_s']:,.0f}"
+            f", Scheduler 1 reporter {reports['scheduler_1_caller_per_s']:,.0f}"
+            f", 64 reporters {reports['scheduler_64_callers_per_s']:,.0f}"
+            f", update_hosts of 1,000 {reports.get('scheduler_update_hosts_1000_per_s', 0):,.0f}"
+        )
+    memory = results.get("memory")
+    if memory:
+        out.append(
+            f"memory, {memory['hosts']:,.0f} hosts: +{memory['rss_delta_mib']:.1f} MiB "
+            f"(process {memory['rss_before_mib']:.0f} -> {memory['rss_after_mib']:.0f} MiB)"
+        )
+    for key in ("journal", "amqp"):
+        part = results.get(key)
+        if part:
+            shown = ", ".join(
+                f"{k} {_fmt(v) if isinstance(v, float | int) else v}" for k, v in part.items()
+            )
+            out.append(f"{key}: {shown}")
+    profile = results.get("profile")
+    if profile:
+        out.append(f"profile ({profile['hosts']:,} hosts): {profile['path']}")
+        whole = sum(profile["self_seconds_by_layer"].values()) or 1.0
+        for name, sec in profile["self_seconds_by_layer"].items():
+            out.append(f"  {name:<36}{100 * sec / whole:6.1f}%")
+    for note in results.get("notes", []):
+        out.append(f"note: {note}")
+    out.append("")
+    out.append(f"{'target':<44}{'goal':>12}{'measured':>12}  verdict")
+    for t in results.get("targets", []):
+        out.append(
+            f"{t['target']:<44}{t['goal']:>12}{_fmt(t['measured']):>12}  {t['status']}"
+            f"{'  (' + t['detail'] + ')' if t['detail'] else ''}"
+        )
+    return "\n".join(out)

@@ -1,0 +1,100 @@
+"""Smoke run of ``actorsched bench`` at tiny sizes, so the benchmark code cannot rot.
+
+It checks the shape and sanity of the results, never a timing: the figures
+of a shared CI machine mean nothing at these sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import run
+
+
+def _args(tmp_path: Path, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    return parser.parse_args(
+        ["--quick", "--no-amqp", "--no-progress", "--out", str(tmp_path / "latest.json"), *extra]
+    )
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    tmp_path = tmp_path_factory.mktemp("bench")
+    assert run.main(_args(tmp_path, "--profile")) == 0
+    loaded: dict[str, object] = json.loads((tmp_path / "latest.json").read_text())
+    loaded["_dir"] = str(tmp_path)
+    return loaded
+
+
+def test_results_have_every_section(results: dict[str, object]) -> None:
+    for key in ("meta", "placements", "core_placements", "ratios", "host_reports", "memory"):
+        assert key in results, key
+    assert "targets" in results
+    assert "profile" in results
+
+
+def test_every_placement_run_placed_something(results: dict[str, object]) -> None:
+    placements = results["placements"]
+    assert isinstance(placements, list)
+    ours = [p for p in placements if p["scheduler"] == "actorsched"]
+    assert {(p["hosts"], p["concurrency"]) for p in ours} == {
+        (h, c) for h in (50, 300) for c in (1, 16)
+    }
+    for p in placements:
+        assert p["placed"] > 0, p
+        assert p["errors"] == 0, p
+        assert p["placements_per_s"] > 0, p
+        assert 0 <= p["p50_ms"] <= p["p99_ms"] <= p["max_ms"], p
+    for p in ours:
+        assert p["over_capacity_hosts"] == 0, p
+
+
+def test_baselines_ran_with_ratios(results: dict[str, object]) -> None:
+    names = {p["scheduler"] for p in results["placements"]}  # type: ignore[attr-defined]
+    assert {"locked", "unsynchronized", "nova-chain"} <= names
+    ratios = results["ratios"]
+    assert isinstance(ratios, list)
+    assert {r["baseline"] for r in ratios} == {"locked", "unsynchronized", "nova-chain"}
+    assert all(r["ratio"] > 0 for r in ratios)
+
+
+def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
+    reports = results["host_reports"]
+    assert isinstance(reports, dict)
+    assert reports["core_per_s"] > 0
+    assert reports["scheduler_64_callers_per_s"] > 0
+    memory = results["memory"]
+    assert isinstance(memory, dict)
+    assert memory["hosts"] == 2_000
+    assert memory["rss_after_mib"] > memory["rss_before_mib"] > 0
+
+
+def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
+    targets = results["targets"]
+    assert isinstance(targets, list)
+    assert len(targets) == 8
+    assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
+
+
+def test_journal_bench_ran_when_present(results: dict[str, object]) -> None:
+    if importlib.util.find_spec("benchmarks.journal_bench") is None:
+        pytest.skip("benchmarks.journal_bench has not landed")
+    journal = results["journal"]
+    assert isinstance(journal, dict)
+    assert journal
+
+
+def test_plots_and_profile_are_written(results: dict[str, object]) -> None:
+    folder = Path(str(results["_dir"]))
+    assert (folder / "throughput.png").stat().st_size > 0
+    assert (folder / "latency.png").stat().st_size > 0
+    profile = results["profile"]
+    assert isinstance(profile, dict)
+    assert Path(profile["path"]).read_text().startswith("pyinstrument")
