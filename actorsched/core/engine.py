@@ -423,27 +423,29 @@ class SchedulerCore:
         n = table.n
         if n == 0:
             return []
-        all_pass = bool(mask.all())
         penalty: NDArray[np.float64] | None = None
-        if not all_pass:
-            # rows that failed a filter are pushed out of reach of min, max and argmax
-            penalty = np.logical_not(mask) * _OUT_OF_REACH
+
+        def penalized() -> NDArray[np.float64]:
+            # rows that failed a filter, pushed out of reach of min, max and argmax
+            nonlocal penalty
+            if penalty is None:
+                penalty = np.logical_not(mask) * _OUT_OF_REACH
+            return penalty
+
         multipliers = self._matrix_multipliers
         if multipliers:
             matrix = table.weigh_matrix[: len(multipliers), :n]
-            if penalty is None:
-                lo = matrix.min(axis=1).tolist()
-                hi = matrix.max(axis=1).tolist()
-            else:
-                lo = (matrix + penalty).min(axis=1).tolist()
-                hi = (matrix - penalty).max(axis=1).tolist()
-            coef = np.array(
-                [
-                    m / (h - low) if h > low else 0.0
-                    for m, low, h in zip(multipliers, lo, hi, strict=True)
-                ]
-            )
-            scores = coef @ matrix
+            coefs: list[float] = []
+            for column, multiplier in zip(matrix, multipliers, strict=True):
+                # The extreme over all rows is the extreme over the passing rows
+                # whenever its row passed, which is the common case; otherwise
+                # take it again with the failed rows out of reach.
+                row = int(column.argmax())
+                hi = float(column[row] if mask[row] else (column - penalized()).max())
+                row = int(column.argmin())
+                lo = float(column[row] if mask[row] else (column + penalized()).min())
+                coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
+            scores = np.array(coefs) @ matrix
         else:
             scores = np.zeros(n, dtype=np.float64)
         for weigher in self._other_weighers:
@@ -454,15 +456,20 @@ class SchedulerCore:
             w_hi = float(raw.max(where=mask, initial=-np.inf))
             if w_hi > w_lo:
                 scores += (weigher.multiplier / (w_hi - w_lo)) * raw
-        if penalty is not None:
-            scores -= penalty
         want = self.config.host_subset_size + self.config.max_attempts - 1
         top: list[int] = []
         if want <= 16:
-            for _ in range(want):
+            pushed_out = False
+            while len(top) < want:
                 best = int(scores.argmax())
-                if not mask[best] or scores[best] == -np.inf:
+                if scores[best] == -np.inf:
                     break
+                if not mask[best]:
+                    if pushed_out:
+                        break  # failed rows are out of reach: no passing row is left
+                    scores -= penalized()  # push every failed row out of reach at once
+                    pushed_out = True
+                    continue
                 top.append(best)
                 scores[best] = -np.inf
             return top
