@@ -35,7 +35,7 @@ from .filters import (
     PlacementContext,
 )
 from .ledger import Claim, ClaimLedger
-from .table import WEIGH_COLUMNS, HostTable
+from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .weighers import ColumnWeigher, HostWeigher, builtin_weighers
 
 __all__ = [
@@ -54,7 +54,7 @@ log = logging.getLogger("actorsched.core")
 _EMPTY: frozenset[str] = frozenset()
 # Added to (subtracted from) the weigher values of rows that failed a filter,
 # so that they can be neither the minimum, the maximum nor the best score.
-_OUT_OF_REACH = 1e300
+_OUT_OF_REACH = OUT_OF_REACH
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 
 
@@ -434,18 +434,25 @@ class SchedulerCore:
 
         multipliers = self._matrix_multipliers
         if multipliers:
-            matrix = table.weigh_matrix[: len(multipliers), :n]
+            k = len(multipliers)
+            matrix = table.weigh_matrix[:k, :n]
+            # one call per row: faster than one call over axis 1 of the 2-D view
+            his = [int(view.argmax()) for view in table.hi_view[:k, :n]]
+            los = [int(view.argmin()) for view in table.lo_view[:k, :n]]
             coefs: list[float] = []
-            for column, multiplier in zip(matrix, multipliers, strict=True):
-                # The extreme over all rows is the extreme over the passing rows
-                # whenever its row passed, which is the common case; otherwise
-                # take it again with the failed rows out of reach.
-                row = int(column.argmax())
+            for j, multiplier in enumerate(multipliers):
+                # The extreme over the rows that pass the row-local filters is
+                # the extreme over the passing rows whenever its row passed the
+                # rest too, the common case; otherwise take it again with every
+                # failed row out of reach.
+                column = matrix[j]
+                row = his[j]
                 hi = float(column[row] if mask[row] else (column - penalized()).max())
-                row = int(column.argmin())
+                row = los[j]
                 lo = float(column[row] if mask[row] else (column + penalized()).min())
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
             scores = np.array(coefs) @ matrix
+            scores -= table.base_penalty[:n]
         else:
             scores = np.zeros(n, dtype=np.float64)
         for weigher in self._other_weighers:

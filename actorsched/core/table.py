@@ -63,6 +63,9 @@ _FLOAT_COLUMNS = (
 # Derived columns the built-in weighers read. They live as the rows of one
 # 2-D array (``weigh_matrix``) so that normalizing and summing every weigher
 # is a couple of NumPy calls over the matrix instead of several per weigher.
+# Subtracted from the scores (added to the minimum's candidates) of rows that
+# must not win: far beyond any real figure, yet finite so sums stay ordered.
+OUT_OF_REACH = 1e300
 WEIGH_COLUMNS = ("free_ram", "vcpu_headroom", "free_disk", "num_io_ops", "num_instances")
 
 
@@ -112,6 +115,15 @@ class HostTable:
         self.max_io_ops: float = np.inf
         self.floats: dict[str, NDArray[np.float64]] = {}
         self.weigh_matrix: NDArray[np.float64] = np.zeros((len(WEIGH_COLUMNS), 0))
+        # The weigher matrix as the row-local filters see it: rows that fail
+        # them (disabled, full, removed) are -inf in hi_view and +inf in
+        # lo_view, so an argmax/argmin finds the extreme among the rest.
+        # float32 is enough to find the row (whole MB/GB below 2**24 are exact);
+        # its exact value is then read from weigh_matrix.
+        self.hi_view: NDArray[np.float32] = np.zeros((len(WEIGH_COLUMNS), 0), dtype=np.float32)
+        self.lo_view: NDArray[np.float32] = np.zeros((len(WEIGH_COLUMNS), 0), dtype=np.float32)
+        # 0.0 for rows that pass the row-local filters, OUT_OF_REACH for the rest
+        self.base_penalty: NDArray[np.float64] = np.zeros(0, dtype=np.float64)
         self._grow(64)
 
     # -- rows -------------------------------------------------------------
@@ -139,6 +151,11 @@ class HostTable:
         matrix = np.zeros((len(WEIGH_COLUMNS), capacity), dtype=np.float64)
         matrix[:, :old] = self.weigh_matrix[:, :old]
         self.weigh_matrix = matrix
+        for name, fill in (("hi_view", -np.inf), ("lo_view", np.inf)):
+            view = np.full((len(WEIGH_COLUMNS), capacity), fill, dtype=np.float32)
+            view[:, :old] = getattr(self, name)[:, :old]
+            setattr(self, name, view)
+        self.base_penalty = grown(self.base_penalty, OUT_OF_REACH)  # type: ignore[assignment]
         for index, name in enumerate(self.weigh_columns):
             self.floats[name] = matrix[index]  # a view: writes land in the matrix
         self.name_of.extend([None] * (capacity - old))
@@ -174,6 +191,9 @@ class HostTable:
         self.zone[row] = -1
         self.traits[row] = 0
         self.row_ok[row] = False
+        self.base_penalty[row] = OUT_OF_REACH
+        self.hi_view[:, row] = -np.inf
+        self.lo_view[:, row] = np.inf
         self.raw[row] = 0
         for name in _FLOAT_COLUMNS:
             self.floats[name][row] = -np.inf
@@ -276,12 +296,21 @@ class HostTable:
         f["vcpu_headroom"][row] = vcpus_total * self.cpu_ratio - used_vcpus
         f["num_instances"][row] = num_instances
         f["num_io_ops"][row] = num_io_ops
-        self.row_ok[row] = (
+        ok = (
             bool(self.active[row])
             and (bool(self.enabled[row]) or not self.check_enabled)
             and num_instances < self.max_instances
             and num_io_ops < self.max_io_ops
         )
+        self.row_ok[row] = ok
+        self.base_penalty[row] = 0.0 if ok else OUT_OF_REACH
+        if ok:
+            values = self.weigh_matrix[:, row]
+            self.hi_view[:, row] = values
+            self.lo_view[:, row] = values
+        else:
+            self.hi_view[:, row] = -np.inf
+            self.lo_view[:, row] = np.inf
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         raw = self.raw[row].tolist()
