@@ -48,7 +48,10 @@ class ClaimLedger:
 
     def add(self, claim: Claim) -> None:
         self.claims[claim.instance_uuid] = claim
-        self.by_row.setdefault(claim.row, set()).add(claim.instance_uuid)
+        on_row = self.by_row.get(claim.row)
+        if on_row is None:
+            self.by_row[claim.row] = on_row = set()
+        on_row.add(claim.instance_uuid)
         if claim.group_id is not None:
             self.group_rows.setdefault(claim.group_id, Counter())[claim.row] += 1
 

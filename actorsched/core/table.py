@@ -87,6 +87,7 @@ class HostTable:
             raise ValueError(f"weigh_columns must order {WEIGH_COLUMNS}, got {weigh_columns}")
         # the engine puts the weighers in use first, so it can slice the matrix
         self.weigh_columns = weigh_columns
+        self._weigh_order = [WEIGH_COLUMNS.index(name) for name in weigh_columns]
         self.ram_ratio = ram_ratio
         self.cpu_ratio = cpu_ratio
         self.disk_ratio = disk_ratio
@@ -289,26 +290,31 @@ class HostTable:
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
         f = self.floats
-        f["free_ram"][row] = usable_mem - used_mem
-        f["free_disk"][row] = disk_total - used_disk
         f["ram_headroom"][row] = usable_mem * self.ram_ratio - used_mem
         f["disk_headroom"][row] = disk_total * self.disk_ratio - used_disk
-        f["vcpu_headroom"][row] = vcpus_total * self.cpu_ratio - used_vcpus
-        f["num_instances"][row] = num_instances
-        f["num_io_ops"][row] = num_io_ops
+        # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
+        figures = (
+            usable_mem - used_mem,  # free_ram
+            vcpus_total * self.cpu_ratio - used_vcpus,  # vcpu_headroom
+            disk_total - used_disk,  # free_disk
+            num_io_ops,
+            num_instances,
+        )
+        ordered = [figures[i] for i in self._weigh_order]
+        self.weigh_matrix[:, row] = ordered
         ok = (
-            bool(self.active[row])
-            and (bool(self.enabled[row]) or not self.check_enabled)
+            self.active[row]
+            and (self.enabled[row] or not self.check_enabled)
             and num_instances < self.max_instances
             and num_io_ops < self.max_io_ops
         )
         self.row_ok[row] = ok
-        self.base_penalty[row] = 0.0 if ok else OUT_OF_REACH
         if ok:
-            values = self.weigh_matrix[:, row]
-            self.hi_view[:, row] = values
-            self.lo_view[:, row] = values
+            self.base_penalty[row] = 0.0
+            self.hi_view[:, row] = ordered
+            self.lo_view[:, row] = ordered
         else:
+            self.base_penalty[row] = OUT_OF_REACH
             self.hi_view[:, row] = -np.inf
             self.lo_view[:, row] = np.inf
 
