@@ -299,7 +299,6 @@ class SchedulerCore:
                 ]
                 host = names[row]
                 assert host is not None
-                selection = Selection(instance_uuid=uuid, host=host, alternates=alternates)
                 self._claim(
                     Claim(
                         uuid,
@@ -309,7 +308,8 @@ class SchedulerCore:
                         spec.disk_gb,
                         group_id,
                         now,
-                        selection,
+                        host,
+                        tuple(alternates),
                     )
                 )
                 placed.append(uuid)
@@ -342,7 +342,8 @@ class SchedulerCore:
                     spec.disk_gb,
                     group_id,
                     now,
-                    selection,
+                    selection.host,
+                    tuple(selection.alternates),
                 )
             )
 
@@ -546,7 +547,7 @@ class SchedulerCore:
                         c.disk_gb,
                         c.group_id,
                         c.confirmed,
-                        c.selection.alternates,
+                        list(c.alternates),
                     )
                 ).encode()
             )

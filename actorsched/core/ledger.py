@@ -23,7 +23,12 @@ __all__ = ["Claim", "ClaimLedger"]
 
 @dataclass(slots=True)
 class Claim:
-    """One instance's claim on one host row."""
+    """One instance's claim on one host row.
+
+    Only strings, numbers and a tuple of host names are kept, no pydantic
+    model: a ledger of many thousand claims then costs the garbage collector
+    one object per claim. :attr:`selection` is built when asked for.
+    """
 
     instance_uuid: str
     row: int
@@ -32,8 +37,16 @@ class Claim:
     disk_gb: int
     group_id: str | None
     created_at: float
-    selection: Selection
+    host: str
+    alternates: tuple[str, ...]
     confirmed: bool = False
+
+    @property
+    def selection(self) -> Selection:
+        """The answer this claim gave: host and alternates, as first chosen."""
+        return Selection(
+            instance_uuid=self.instance_uuid, host=self.host, alternates=list(self.alternates)
+        )
 
 
 @dataclass(slots=True)
