@@ -13,6 +13,11 @@ the client and the tests):
 * Every reply is ``{"ok": true, "result": ...}`` or
   ``{"ok": false, "error": {"type": ..., "message": ...}}``; the error
   type is the name of an :mod:`actorsched.errors` class.
+* ``batch`` carries several operations in one message. Its envelope
+  (``{"requests": [{"type": ..., "body": ...}, ...]}``) is checked like any
+  body; each item's operation and body are checked on their own
+  (:func:`decode_batch_item`), so one bad item gets its own error reply and
+  the others still run. The reply's ``result`` is one reply object per item.
 * ``docs/schema.json`` is generated from these models
   (``python -m actorsched.amqp --write-schema``); a test fails when
   the file and the models drift apart.
@@ -42,6 +47,9 @@ __all__ = [
     "BadMessage",
     "ErrorReply",
     "HostReportResult",
+    "MAX_BATCH_ITEMS",
+    "BatchItem",
+    "BatchRequest",
     "HostStatesRequest",
     "OkReply",
     "Operation",
@@ -50,8 +58,11 @@ __all__ = [
     "RemoveHostRequest",
     "RemoveHostResult",
     "WireError",
+    "decode_batch_item",
+    "decode_batch_reply",
     "decode_reply",
     "decode_request",
+    "encode_batch_ok",
     "encode_error",
     "encode_ok",
     "json_schema",
@@ -59,6 +70,9 @@ __all__ = [
 
 CONTENT_TYPE = "application/json"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+BATCH = "batch"
+# Items in one ``batch`` message at most (the body-size cap applies as well).
+MAX_BATCH_ITEMS = 1_000
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "docs" / "schema.json"
 
 # Values of the ``x-actorsched-reason`` header on a dead-lettered message.
@@ -85,6 +99,28 @@ class RemoveHostRequest(_Body):
 
 class HostStatesRequest(_Body):
     """Body of ``host_states``: always ``{}``."""
+
+
+class BatchItem(_Body):
+    """One operation inside a ``batch``: its ``type`` and its body, as if sent on its own."""
+
+    type: str = Field(
+        min_length=1,
+        max_length=64,
+        description="an operation other than batch: select_destinations, host_report, "
+        "release, remove_host, host_states",
+    )
+    body: Any = Field(description="the JSON body that operation takes on its own")
+
+
+class BatchRequest(_Body):
+    """Body of ``batch``: several operations in one message, answered in one reply.
+
+    The items run concurrently, so the scheduler handles them in one go;
+    each gets its own reply object, in order.
+    """
+
+    requests: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
 
 
 class HostReportResult(_Body):
@@ -159,6 +195,19 @@ class HostStatesReply(RootModel[OkReply[dict[str, HostState]] | ErrorReply]):
     """Reply to ``host_states``: a HostState per host name."""
 
 
+class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
+    """The reply to one item of a ``batch``: what that operation alone would reply."""
+
+
+class BatchReply(RootModel[OkReply[list[BatchItemReply]] | ErrorReply]):
+    """Reply to ``batch``: one reply object per item, in order.
+
+    ``ok`` is false only when the message as a whole was refused (not JSON,
+    not a batch envelope, too large); an item that fails has its own
+    ``{"ok": false, ...}`` in the list while the others still run.
+    """
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
     """One operation of the protocol: its ``type`` name and its message models."""
@@ -180,6 +229,7 @@ OPERATIONS: dict[str, Operation] = {
         Operation("release", ReleaseRequest, ReleaseReply, ReleaseResult),
         Operation("remove_host", RemoveHostRequest, RemoveHostReply, RemoveHostResult),
         Operation("host_states", HostStatesRequest, HostStatesReply, dict[str, HostState]),
+        Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }
 _RESULT_ADAPTERS: dict[str, TypeAdapter[Any]] = {
@@ -274,15 +324,18 @@ def decode_request(
         ) from None
     except (ValueError, RecursionError) as exc:
         raise BadMessage("not-json", f"body is not JSON ({exc}); send UTF-8 JSON") from None
+    return op, _validate_body(op, data)
+
+
+def _validate_body(op: Operation, data: Any) -> BaseModel:
     try:
-        request = op.request.model_validate(data)
+        return op.request.model_validate(data)
     except ValidationError as exc:
         raise BadMessage(
             "schema",
             f"{op.name} body does not match {op.request.__name__}: {_validation_summary(exc)}; "
             "see docs/schema.json",
         ) from None
-    return op, request
 
 
 def encode_ok(op: Operation, result: Any) -> bytes:
@@ -315,18 +368,84 @@ def decode_reply(op: Operation, body: bytes) -> Any:
     try:
         reply = op.reply.model_validate_json(body).root
     except ValidationError as exc:
-        raise SchedulerError(
-            f"malformed reply to {op.name}: {_validation_summary(exc)}; "
-            "is the service speaking this protocol version?"
-        ) from None
+        raise _malformed(op.name, exc) from None
+    return _result_or_raise(reply)
+
+
+def decode_batch_item(item: BatchItem) -> tuple[Operation, BaseModel]:
+    """Check one item of a ``batch`` as if it came alone; :class:`BadMessage` if it cannot run.
+
+    >>> op, req = decode_batch_item(BatchItem(type="release", body={"instance_uuid": "vm-1"}))
+    >>> op.name, req
+    ('release', ReleaseRequest(instance_uuid='vm-1'))
+    """
+    op = OPERATIONS.get(item.type)
+    if op is None or op.name == BATCH:
+        raise BadMessage(
+            "unknown-type",
+            f"unknown operation {item.type!r} in a batch item; use one of "
+            f"{sorted(name for name in OPERATIONS if name != BATCH)} (batches do not nest)",
+        )
+    return op, _validate_body(op, item.body)
+
+
+def encode_batch_ok(items: Sequence[bytes]) -> bytes:
+    """The JSON of a ``batch`` reply from its items' replies (each from encode_ok/encode_error)."""
+    return b'{"ok":true,"result":[' + b",".join(items) + b"]}"
+
+
+def decode_batch_reply(ops: Sequence[Operation], body: bytes) -> list[Any]:
+    """Split the reply to a ``batch`` of ``ops``: per item, its result or its error.
+
+    Each entry is what :func:`decode_reply` would return for that item, or
+    the exception it would raise (not raised here: each belongs to one
+    caller). A reply refused as a whole (``ok`` false) gives every item
+    its own copy of that error.
+    """
+    try:
+        reply = BatchReply.model_validate_json(body).root
+    except ValidationError as exc:
+        return [_malformed(BATCH, exc) for _ in ops]
     if isinstance(reply, ErrorReply):
-        err = reply.error
-        raised = error_from_wire(err.type, err.message)
-        if isinstance(raised, NoValidHost):
-            raised.instance_uuid = err.instance_uuid
-            raised.total_hosts = err.total_hosts or 0
-            raised.filter_counts = dict(err.filter_counts or {})
-        raise raised
+        return [_error_from_reply(reply.error) for _ in ops]
+    if len(reply.result) != len(ops):
+        error = SchedulerError(
+            f"malformed reply to {BATCH}: {len(reply.result)} replies for {len(ops)} requests; "
+            "is the service speaking this protocol version?"
+        )
+        return [error for _ in ops]
+    out: list[Any] = []
+    for op, item in zip(ops, reply.result, strict=True):
+        one = item.root
+        if isinstance(one, ErrorReply):
+            out.append(_error_from_reply(one.error))
+            continue
+        try:
+            out.append(op.result_adapter().validate_python(one.result))
+        except ValidationError as exc:
+            out.append(_malformed(op.name, exc))
+    return out
+
+
+def _malformed(op_name: str, exc: ValidationError) -> SchedulerError:
+    return SchedulerError(
+        f"malformed reply to {op_name}: {_validation_summary(exc)}; "
+        "is the service speaking this protocol version?"
+    )
+
+
+def _error_from_reply(err: WireError) -> SchedulerError:
+    raised = error_from_wire(err.type, err.message)
+    if isinstance(raised, NoValidHost):
+        raised.instance_uuid = err.instance_uuid
+        raised.total_hosts = err.total_hosts or 0
+        raised.filter_counts = dict(err.filter_counts or {})
+    return raised
+
+
+def _result_or_raise(reply: Any) -> Any:
+    if isinstance(reply, ErrorReply):
+        raise _error_from_reply(reply.error)
     return reply.result
 
 

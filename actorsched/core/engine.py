@@ -29,10 +29,13 @@ from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Select
 from .filters import (
     BUILTIN_FILTER_CLASSES,
     ComputeFilter,
+    CoreFilter,
+    DiskFilter,
     HostFilter,
     IoOpsFilter,
     NumInstancesFilter,
     PlacementContext,
+    RamFilter,
 )
 from .ledger import Claim, ClaimLedger
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
@@ -56,6 +59,7 @@ _EMPTY: frozenset[str] = frozenset()
 # so that they can be neither the minimum, the maximum nor the best score.
 _OUT_OF_REACH = OUT_OF_REACH
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
+_RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,15 @@ class SchedulerCore:
             self.table.max_io_ops = config.max_io_ops_per_host
         self._check_fresh = "ComputeFilter" in names
         self._request_filters = [f for f in self.filters if not isinstance(f, _ROW_LOCAL_FILTERS)]
+        # With all three resource filters on, they are one comparison over
+        # the table's headroom array instead of three.
+        self._fused_resources = all(
+            any(type(f) is cls for f in self.filters) for cls in _RESOURCE_FILTERS
+        )
+        if self._fused_resources:
+            self._request_filters = [
+                f for f in self._request_filters if type(f) not in _RESOURCE_FILTERS
+            ]
         self._rng = random.Random(config.seed)
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
@@ -402,6 +415,13 @@ class SchedulerCore:
             mask = np.logical_and(table.row_ok[:n], fresh, out=fresh)
         else:
             mask = table.row_ok[:n].copy()
+        if self._fused_resources:
+            spec = ctx.spec
+            want = np.array([[spec.memory_mb], [spec.vcpus], [spec.disk_gb]], dtype=np.float64)
+            fits = table.headroom[:, :n] >= want
+            mask &= fits[0]
+            mask &= fits[1]
+            mask &= fits[2]
         ignored = self._ignored(ctx)
         if ignored is not None:
             mask &= ignored

@@ -91,7 +91,7 @@ class CoreFilter:
     name = "CoreFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        return table.column("vcpu_headroom") >= ctx.spec.vcpus
+        return table.column("cpu_headroom") >= ctx.spec.vcpus
 
 
 class DiskFilter:

@@ -54,12 +54,10 @@ _INT_COLUMNS = (
 REPORTED = slice(0, 10)
 _CLAIMED = 10
 _RELEASED = 14
-_FLOAT_COLUMNS = (
-    "reported_at",
-    # derived, see refresh()
-    "ram_headroom",
-    "disk_headroom",
-)
+_FLOAT_COLUMNS = ("reported_at",)
+# What is left for a claim, with the allocation ratios applied: the three
+# resource filters are one comparison over this (3, capacity) array.
+HEADROOM_COLUMNS = ("ram_headroom", "cpu_headroom", "disk_headroom")
 # Derived columns the built-in weighers read. They live as the rows of one
 # 2-D array (``weigh_matrix``) so that normalizing and summing every weigher
 # is a couple of NumPy calls over the matrix instead of several per weigher.
@@ -116,6 +114,7 @@ class HostTable:
         self.max_io_ops: float = np.inf
         self.floats: dict[str, NDArray[np.float64]] = {}
         self.weigh_matrix: NDArray[np.float64] = np.zeros((len(WEIGH_COLUMNS), 0))
+        self.headroom: NDArray[np.float64] = np.zeros((len(HEADROOM_COLUMNS), 0))
         # The weigher matrix as the row-local filters see it: rows that fail
         # them (disabled, full, removed) are -inf in hi_view and +inf in
         # lo_view, so an argmax/argmin finds the extreme among the rest.
@@ -146,6 +145,11 @@ class HostTable:
         self.raw = grown(self.raw, 0)  # type: ignore[assignment]
         for index, name in enumerate(_INT_COLUMNS):
             self.ints[name] = self.raw[:, index]  # a view: writes land in raw
+        headroom = np.full((len(HEADROOM_COLUMNS), capacity), -np.inf, dtype=np.float64)
+        headroom[:, :old] = self.headroom[:, :old]
+        self.headroom = headroom
+        for index, name in enumerate(HEADROOM_COLUMNS):
+            self.floats[name] = headroom[index]  # a view: writes land in headroom
         for name in _FLOAT_COLUMNS:
             fill = -np.inf
             self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)), fill)  # type: ignore[assignment]
@@ -198,6 +202,7 @@ class HostTable:
         self.raw[row] = 0
         for name in _FLOAT_COLUMNS:
             self.floats[name][row] = -np.inf
+        self.headroom[:, row] = -np.inf
         self.weigh_matrix[:, row] = 0.0
         self._free_rows.append(row)
         self.count -= 1
@@ -289,13 +294,16 @@ class HostTable:
         used_disk = disk_used + claimed_disk - released_disk
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
-        f = self.floats
-        f["ram_headroom"][row] = usable_mem * self.ram_ratio - used_mem
-        f["disk_headroom"][row] = disk_total * self.disk_ratio - used_disk
+        cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
+        self.headroom[:, row] = (
+            usable_mem * self.ram_ratio - used_mem,
+            cpu_headroom,
+            disk_total * self.disk_ratio - used_disk,
+        )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
-            vcpus_total * self.cpu_ratio - used_vcpus,  # vcpu_headroom
+            cpu_headroom,  # vcpu_headroom
             disk_total - used_disk,  # free_disk
             num_io_ops,
             num_instances,
