@@ -488,7 +488,7 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
             progress.advance()
 
         if not args.no_amqp:
-            progress.step("AMQP end to end, 64 SchedulerClient callers")
+            progress.step("AMQP end to end, 64 callers on one shared SchedulerClient")
             results["amqp"] = await _optional(
                 "AMQP end to end",
                 notes,

@@ -1,9 +1,17 @@
 """``SchedulerClient``: the Scheduler API over AMQP, for processes that do not own the scheduler.
 
-Each call publishes one request (persistent, publisher-confirmed, mandatory
-so a missing queue fails at once) and waits for the reply on this client's
-own exclusive queue, matched by ``correlation_id``. Errors come back as the
+Each request is published persistent, publisher-confirmed and mandatory (so
+a missing queue fails at once); its reply comes back on this client's own
+exclusive queue, matched by ``correlation_id``. Errors come back as the
 classes the embedded :class:`~actorsched.Scheduler` raises.
+
+With ``batch=True`` (the default) one client shared by many concurrent
+callers coalesces them, Nagle-style without a timer: one sender task
+publishes what is queued and, while that publish waits for its confirm,
+later calls queue up; the next message takes all of them (up to
+``max_batch``) as one ``batch``. A call made while nothing else is waiting
+goes out at once as its plain operation. Each caller still gets its own
+result or exception and its own timeout.
 
 A call that times out may still have been applied. Every operation is
 safe to repeat (claims are keyed by instance uuid, reports by generation),
@@ -13,8 +21,11 @@ so the answer to a timeout is to call again with the same arguments.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import logging
 import uuid
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, cast
 
@@ -22,16 +33,21 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
 
-from ..errors import SchedulerStopped
+from ..errors import SchedulerError, SchedulerStopped
 from ..models import HostReport, HostState, RequestSpec, Selection
 from .protocol import (
+    BATCH,
     CONTENT_TYPE,
+    DEFAULT_MAX_BODY_BYTES,
+    MAX_BATCH_ITEMS,
     OPERATIONS,
     HostReportResult,
+    Operation,
     ReleaseRequest,
     ReleaseResult,
     RemoveHostRequest,
     RemoveHostResult,
+    decode_batch_reply,
     decode_reply,
 )
 from .service import DEFAULT_QUEUE, DEFAULT_URL
@@ -49,6 +65,30 @@ _RECONNECTING = (
     RuntimeError,  # aio-pika: "<Connection ...> closed" / "No active transport in channel"
 )
 _REPUBLISH_PAUSE = 0.05
+DEFAULT_MAX_BATCH = 256
+# the service's default body cap, less room for the envelope
+_DEFAULT_MAX_BATCH_BYTES = DEFAULT_MAX_BODY_BYTES // 2
+
+
+@dataclass(slots=True, eq=False)
+class _Call:
+    """One caller's request, waiting to be sent or answered."""
+
+    op: Operation
+    body: bytes
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    correlation_id: str | None = None  # set once it is in a published message
+
+
+@dataclass(slots=True, eq=False)
+class _InFlight:
+    """A published message: the calls its reply answers, and whether it is a batch."""
+
+    calls: list[_Call]
+    batch: bool
+    waiting: int  # calls not yet given up (timed out or cancelled) by their callers
 
 
 class SchedulerClient:
@@ -56,6 +96,13 @@ class SchedulerClient:
 
     ``timeout`` (seconds) bounds each call; a method's own ``timeout``
     argument overrides it. On timeout the call raises :class:`TimeoutError`.
+
+    ``batch`` (default on): calls made while a publish is in flight are sent
+    together in the next message, at most ``max_batch`` calls and about
+    ``max_batch_bytes`` of bodies in one; a lone call still goes out at once,
+    as its plain operation. Share one client between many concurrent
+    callers to get the most from it. The service must know the ``batch``
+    operation; ``batch=False`` publishes one message per call.
 
     >>> async def place(spec: RequestSpec) -> list[Selection]:  # doctest: +SKIP
     ...     async with SchedulerClient("amqp://guest:guest@127.0.0.1/") as client:
@@ -69,15 +116,29 @@ class SchedulerClient:
         queue: str = DEFAULT_QUEUE,
         timeout: float = 30.0,
         reconnect_interval: float = 1.0,
+        batch: bool = True,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_batch_bytes: int = _DEFAULT_MAX_BATCH_BYTES,
     ) -> None:
+        if not 1 <= max_batch <= MAX_BATCH_ITEMS:
+            raise ValueError(f"max_batch must be between 1 and {MAX_BATCH_ITEMS}, got {max_batch}")
+        if max_batch_bytes < 1:
+            raise ValueError(f"max_batch_bytes must be positive, got {max_batch_bytes}")
         self.url = url
         self.queue = queue
         self.timeout = timeout
+        self.batch = batch
+        self.max_batch = max_batch
+        self.max_batch_bytes = max_batch_bytes
+        self.messages_sent = 0  # requests published (a batch is one)
         self._reconnect_interval = reconnect_interval
         self._reply_queue = f"actorsched.reply.{uuid.uuid4().hex}"
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._pending: dict[str, _InFlight] = {}
+        self._queued: collections.deque[_Call] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -103,12 +164,25 @@ class SchedulerClient:
             await connection.close()
             raise
         self._connection, self._channel = connection, channel
+        if self.batch:
+            self._sender = asyncio.create_task(self._send_loop(), name="actorsched client sender")
 
     async def close(self) -> None:
         """Close the connection; calls still waiting fail with SchedulerStopped."""
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(SchedulerStopped("the SchedulerClient was closed"))
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            self._sender = None
+        stopped = "the SchedulerClient was closed"
+        for call in self._queued:
+            if not call.future.done():
+                call.future.set_exception(SchedulerStopped(stopped))
+        self._queued.clear()
+        for inflight in self._pending.values():
+            for call in inflight.calls:
+                if not call.future.done():
+                    call.future.set_exception(SchedulerStopped(stopped))
         self._pending.clear()
         if self._connection is not None:
             await self._connection.close()
@@ -167,11 +241,86 @@ class SchedulerClient:
             raise SchedulerStopped(
                 "the SchedulerClient is not connected: use `async with SchedulerClient(...)`"
             )
-        op = OPERATIONS[op_name]
         limit = self.timeout if timeout is None else timeout
+        call = _Call(OPERATIONS[op_name], body)
+        try:
+            async with asyncio.timeout(limit):
+                if self._sender is not None:
+                    self._queued.append(call)
+                    self._wakeup.set()
+                else:
+                    await self._send([call])
+                return await call.future
+        except TimeoutError:
+            raise TimeoutError(
+                f"no reply to {op_name} from queue {self.queue!r} within {limit}s; is "
+                "`actorsched serve` running? Calling again with the same arguments is safe"
+            ) from None
+        finally:
+            if not call.future.done():
+                call.future.cancel()  # the sender skips it; a late reply is dropped
+            self._give_up(call)
+
+    def _give_up(self, call: _Call) -> None:
+        """Forget a message once no caller waits for its reply any more."""
+        if call.correlation_id is None:
+            return
+        inflight = self._pending.get(call.correlation_id)
+        if inflight is not None:  # no reply yet: this caller timed out or was cancelled
+            inflight.waiting -= 1
+            if inflight.waiting <= 0:
+                del self._pending[call.correlation_id]
+
+    async def _send_loop(self) -> None:
+        """The batching sender: publish what is queued as one message, wait, repeat."""
+        while True:
+            if not self._queued:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            calls = self._take()
+            if calls:
+                await self._send(calls)
+
+    def _take(self) -> list[_Call]:
+        """The calls for the next message: up to max_batch, within max_batch_bytes."""
+        calls: list[_Call] = []
+        size = 0
+        queued = self._queued
+        while queued and len(calls) < self.max_batch:
+            call = queued[0]
+            if call.future.done():  # its caller gave up before it was sent
+                queued.popleft()
+                continue
+            size += len(call.body) + len(call.op.name) + 22  # {"type":"","body":},
+            if calls and size > self.max_batch_bytes:
+                break
+            calls.append(queued.popleft())
+        return calls
+
+    async def _send(self, calls: list[_Call]) -> None:
+        """Publish ``calls``: one as its plain operation, several as one ``batch``.
+
+        Errors end up in the calls' futures, never in the sender.
+        """
         correlation_id = uuid.uuid4().hex
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = future
+        if len(calls) == 1:
+            op_name, body = calls[0].op.name, calls[0].body
+        else:
+            op_name = BATCH
+            body = (
+                b'{"requests":['
+                + b",".join(
+                    b'{"type":"' + call.op.name.encode() + b'","body":' + call.body + b"}"
+                    for call in calls
+                )
+                + b"]}"
+            )
+        inflight = _InFlight(calls, batch=len(calls) > 1, waiting=len(calls))
+        for call in calls:
+            call.correlation_id = correlation_id
+        # registered before publishing: the reply may overtake the confirm
+        self._pending[correlation_id] = inflight
         message = aio_pika.Message(
             body,
             content_type=CONTENT_TYPE,
@@ -182,24 +331,22 @@ class SchedulerClient:
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
         try:
-            async with asyncio.timeout(limit):
-                await self._publish(message)
-                reply = await future
-        except TimeoutError:
-            raise TimeoutError(
-                f"no reply to {op_name} from queue {self.queue!r} within {limit}s; is "
-                "`actorsched serve` running? Calling again with the same arguments is safe"
-            ) from None
-        finally:
+            await self._publish(message, calls)
+        except Exception as exc:
             self._pending.pop(correlation_id, None)
-        return decode_reply(op, reply)
+            for call in calls:
+                if not call.future.done():
+                    call.future.set_exception(exc)
+            return
+        self.messages_sent += 1
 
-    async def _publish(self, message: aio_pika.Message) -> None:
+    async def _publish(self, message: aio_pika.Message, calls: list[_Call] | None = None) -> None:
         """Publish with a confirm; while the robust connection is reconnecting, try again.
 
         Sending a request twice is safe (claims are idempotent per instance
         uuid), so a publish whose confirm was lost in a reconnect is retried
-        until the caller's timeout runs out.
+        until the caller's timeout runs out (for a batch: until no caller in
+        it waits any more).
         """
         assert self._channel is not None
         while True:
@@ -214,11 +361,29 @@ class SchedulerClient:
                     f"--queue {self.queue}` first"
                 ) from None
             except _RECONNECTING as exc:
+                if calls is not None and all(call.future.done() for call in calls):
+                    return  # every caller timed out: nobody to send it for
                 log.debug("publish failed while reconnecting (%s); trying again", exc)
                 await asyncio.sleep(_REPUBLISH_PAUSE)
 
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        future = self._pending.get(message.correlation_id or "")
         # a reply nobody waits for (timed out, or a redelivered request) is dropped
-        if future is not None and not future.done():
-            future.set_result(message.body)
+        inflight = self._pending.pop(message.correlation_id or "", None)
+        if inflight is None:
+            return
+        calls = inflight.calls
+        if not inflight.batch:
+            outcomes: list[Any] = []
+            try:
+                outcomes.append(decode_reply(calls[0].op, message.body))
+            except SchedulerError as exc:
+                outcomes.append(exc)
+        else:
+            outcomes = decode_batch_reply([call.op for call in calls], message.body)
+        for call, outcome in zip(calls, outcomes, strict=True):
+            if call.future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                call.future.set_exception(outcome)
+            else:
+                call.future.set_result(outcome)

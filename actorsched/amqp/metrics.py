@@ -23,6 +23,7 @@ log = logging.getLogger("actorsched.amqp.metrics")
 
 # Placement calls take well under a millisecond in the owner; the tail is the broker.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 
 
 class ServiceMetrics:
@@ -31,7 +32,8 @@ class ServiceMetrics:
     Outcomes: ``ok``; the error class name of a call the scheduler refused
     (``NoValidHost``, ``InvalidRequest``); ``bad_input`` (dead-lettered);
     ``requeued`` (handed back to the broker); ``unacked`` (the channel went
-    away before the ack, so the broker will deliver it again).
+    away before the ack, so the broker will deliver it again). The items of
+    a ``batch`` message are counted one by one under their own operation.
     """
 
     def __init__(self, scheduler: Scheduler, registry: CollectorRegistry | None = None) -> None:
@@ -47,6 +49,12 @@ class ServiceMetrics:
             "Time from delivery to ack, by operation",
             ["op"],
             buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_items = Histogram(
+            "actorsched_batch_items",
+            "Operations per batch message (each is also counted in actorsched_requests_total)",
+            buckets=_BATCH_BUCKETS,
             registry=self.registry,
         )
         self.dead_lettered = Counter(

@@ -40,16 +40,17 @@ from ..errors import NoValidHost, SchedulerError, error_from_wire
 from ..models import HostReport, HostState, RequestSpec, Selection
 
 __all__ = [
+    "BATCH",
     "CONTENT_TYPE",
     "DEFAULT_MAX_BODY_BYTES",
+    "MAX_BATCH_ITEMS",
     "OPERATIONS",
     "REASONS",
     "BadMessage",
-    "ErrorReply",
-    "HostReportResult",
-    "MAX_BATCH_ITEMS",
     "BatchItem",
     "BatchRequest",
+    "ErrorReply",
+    "HostReportResult",
     "HostStatesRequest",
     "OkReply",
     "Operation",
@@ -409,11 +410,13 @@ def decode_batch_reply(ops: Sequence[Operation], body: bytes) -> list[Any]:
     if isinstance(reply, ErrorReply):
         return [_error_from_reply(reply.error) for _ in ops]
     if len(reply.result) != len(ops):
-        error = SchedulerError(
-            f"malformed reply to {BATCH}: {len(reply.result)} replies for {len(ops)} requests; "
-            "is the service speaking this protocol version?"
-        )
-        return [error for _ in ops]
+        return [
+            SchedulerError(
+                f"malformed reply to {BATCH}: {len(reply.result)} replies for {len(ops)} "
+                "requests; is the service speaking this protocol version?"
+            )
+            for _ in ops
+        ]
     out: list[Any] = []
     for op, item in zip(ops, reply.result, strict=True):
         one = item.root

@@ -10,6 +10,11 @@ Rules this module keeps:
   owner's mailbox together and it can batch them. The broker never hands
   out more than ``prefetch`` at once, and ``prefetch`` is at most the
   mailbox size: a flood waits in the broker, not in this process.
+* A ``batch`` message is one delivery carrying several operations: its
+  items are dispatched concurrently (so the owner takes them in one
+  batch), it gets one reply with one reply object per item, and it is
+  acked once every item is answered and that reply is confirmed. A bad
+  item gets its own error; the others still run. Metrics count items.
 * Bad input (see :mod:`.protocol`) is answered with an error when it can
   be, copied to ``<queue>.dead`` with the reason in a header, acked, and
   logged once. It never reaches the scheduler and never stops the consumer.
@@ -52,17 +57,22 @@ from ..models import HostReport, RequestSpec, SchedulerConfig
 from ..scheduler import Scheduler
 from .metrics import MetricsServer, ServiceMetrics
 from .protocol import (
+    BATCH,
     CONTENT_TYPE,
     DEFAULT_MAX_BODY_BYTES,
     OPERATIONS,
     BadMessage,
+    BatchItem,
+    BatchRequest,
     HostReportResult,
     Operation,
     ReleaseRequest,
     ReleaseResult,
     RemoveHostRequest,
     RemoveHostResult,
+    decode_batch_item,
     decode_request,
+    encode_batch_ok,
     encode_error,
     encode_ok,
 )
@@ -193,6 +203,7 @@ class SchedulerService:
         self.accepted = 0  # deliveries this service started to handle
         self.answered = 0  # ... that it acked (answered, or dead-lettered)
         self.returned = 0  # ... that it handed back to the broker
+        self.operations = 0  # operations in the deliveries it acked (a batch counts its items)
 
     @property
     def in_flight(self) -> int:
@@ -289,18 +300,30 @@ class SchedulerService:
         op_label = message.type if message.type in OPERATIONS else "unknown"
         metrics = self.metrics
         metrics.in_flight.inc()
+        items: list[tuple[str, str]] = []  # (op, outcome) of each item of a batch
         try:
-            outcome = await self._process(message)
+            outcome = await self._process(message, items)
         finally:
             metrics.in_flight.dec()
-        if outcome in ("requeued", "unacked"):
+        elapsed = time.perf_counter() - started
+        given_back = outcome in ("requeued", "unacked")
+        if given_back:
             self.returned += 1
         else:
             self.answered += 1
-        metrics.requests.labels(op_label, outcome).inc()
-        metrics.latency.labels(op_label).observe(time.perf_counter() - started)
+        if not items:
+            self.operations += 0 if given_back else 1
+            metrics.requests.labels(op_label, outcome).inc()
+            metrics.latency.labels(op_label).observe(elapsed)
+            return
+        # a batch: count each item by its own op, as if it had come alone
+        self.operations += 0 if given_back else len(items)
+        metrics.batch_items.observe(len(items))
+        for item_op, item_outcome in items:
+            metrics.requests.labels(item_op, outcome if given_back else item_outcome).inc()
+            metrics.latency.labels(item_op).observe(elapsed)
 
-    async def _process(self, message: AbstractIncomingMessage) -> str:
+    async def _process(self, message: AbstractIncomingMessage, items: list[tuple[str, str]]) -> str:
         try:
             op, request = decode_request(
                 message.type,
@@ -310,6 +333,9 @@ class SchedulerService:
             )
         except BadMessage as bad:
             return await self._dead_letter(message, bad)
+        if op.name == BATCH:
+            assert isinstance(request, BatchRequest)
+            return await self._process_batch(message, request, items)
         try:
             body = encode_ok(op, await _dispatch(self.scheduler, op, request))
             outcome = "ok"
@@ -319,15 +345,76 @@ class SchedulerService:
         except SchedulerError as exc:
             body, outcome = encode_error(exc), type(exc).__name__
         except Exception:
-            log.exception(
-                "%s failed unexpectedly; returning it to the queue (after %d deliveries "
-                "the broker dead-letters it to %s)",
-                op.name,
-                self.delivery_limit,
-                dead_letter_names(self.queue)[1],
-            )
+            self._log_unexpected(op.name)
             return await self._give_back(message)
         return await self._answer(message, op.name, body, outcome)
+
+    async def _process_batch(
+        self, message: AbstractIncomingMessage, batch: BatchRequest, items: list[tuple[str, str]]
+    ) -> str:
+        # all items at once, so they reach the owner's mailbox together
+        answers = await asyncio.gather(
+            *(self._run_item(i, item, message) for i, item in enumerate(batch.requests)),
+            return_exceptions=True,
+        )
+        replies: list[bytes] = []
+        failed: BaseException | None = None
+        for item, answer in zip(batch.requests, answers, strict=True):
+            if isinstance(answer, BaseException):
+                failed = failed or answer
+                items.append((item.type if item.type in OPERATIONS else "unknown", "requeued"))
+                continue
+            item_op, reply, outcome = answer
+            items.append((item_op, outcome))
+            replies.append(reply)
+        if failed is not None:
+            if not isinstance(failed, SchedulerStopped):
+                if not isinstance(failed, Exception):
+                    raise failed  # cancelled: the broker delivers it again
+                log.error(
+                    "an item of a batch failed unexpectedly; returning the batch to the "
+                    "queue (after %d deliveries the broker dead-letters it to %s)",
+                    self.delivery_limit,
+                    dead_letter_names(self.queue)[1],
+                    exc_info=failed,
+                )
+            return await self._give_back(message)
+        return await self._answer(message, BATCH, encode_batch_ok(replies), "ok")
+
+    async def _run_item(
+        self, index: int, item: BatchItem, message: AbstractIncomingMessage
+    ) -> tuple[str, bytes, str]:
+        """One item of a batch: (its op label, its reply object, its outcome).
+
+        SchedulerStopped and unexpected errors propagate: the whole batch goes back.
+        """
+        try:
+            op, request = decode_batch_item(item)
+        except BadMessage as bad:
+            log.warning(
+                "refusing item %d (%r) of a batch (correlation_id %s): %s",
+                index,
+                item.type,
+                message.correlation_id,
+                bad,
+            )
+            label = item.type if item.type in OPERATIONS and item.type != BATCH else "unknown"
+            return label, encode_error(bad), "InvalidRequest"
+        try:
+            return op.name, encode_ok(op, await _dispatch(self.scheduler, op, request)), "ok"
+        except SchedulerStopped:
+            raise
+        except SchedulerError as exc:
+            return op.name, encode_error(exc), type(exc).__name__
+
+    def _log_unexpected(self, op_name: str) -> None:
+        log.exception(
+            "%s failed unexpectedly; returning it to the queue (after %d deliveries "
+            "the broker dead-letters it to %s)",
+            op_name,
+            self.delivery_limit,
+            dead_letter_names(self.queue)[1],
+        )
 
     async def _answer(
         self, message: AbstractIncomingMessage, op_name: str, body: bytes, outcome: str

@@ -7,13 +7,20 @@ import json
 import pytest
 
 import actorsched.amqp
-from actorsched import InvalidRequest, NoValidHost, RequestSpec, Selection
+from actorsched import InvalidRequest, NoValidHost, RequestSpec, SchedulerError, Selection
 from actorsched.amqp.protocol import (
+    MAX_BATCH_ITEMS,
     OPERATIONS,
     SCHEMA_PATH,
     BadMessage,
+    BatchRequest,
+    ReleaseRequest,
+    ReleaseResult,
+    decode_batch_item,
+    decode_batch_reply,
     decode_reply,
     decode_request,
+    encode_batch_ok,
     encode_error,
     encode_ok,
     json_schema,
@@ -121,3 +128,58 @@ def test_schema_covers_every_operation() -> None:
         ref = schema["operations"][name]["request"]["$ref"]
         assert ref == f"#/$defs/{op.request.__name__}"
         assert op.request.__name__ in schema["$defs"]
+
+
+def test_a_batch_envelope_decodes_and_each_item_is_checked_on_its_own() -> None:
+    body = (
+        b'{"requests": [{"type": "release", "body": {"instance_uuid": "vm-1"}},'
+        b' {"type": "nope", "body": {}}, {"type": "release", "body": {"instance_uuid": 1}}]}'
+    )
+    op, request = decode_request("batch", body)
+    assert op.name == "batch"
+    assert isinstance(request, BatchRequest)
+    good, unknown, schema = request.requests
+    item_op, release = decode_batch_item(good)
+    assert (item_op.name, release) == ("release", ReleaseRequest(instance_uuid="vm-1"))
+    with pytest.raises(BadMessage) as caught:
+        decode_batch_item(unknown)
+    assert caught.value.reason == "unknown-type"
+    with pytest.raises(BadMessage) as caught:
+        decode_batch_item(schema)
+    assert caught.value.reason == "schema"
+
+
+def test_a_batch_reply_splits_into_each_callers_result_or_error() -> None:
+    ops = [OPERATIONS["release"], OPERATIONS["select_destinations"]]
+    no_host = NoValidHost("0/1 hosts", instance_uuid="vm-2", total_hosts=1, filter_counts={"R": 1})
+    body = encode_batch_ok([encode_ok(ops[0], ReleaseResult(released=True)), encode_error(no_host)])
+    assert json.loads(body) == {
+        "ok": True,
+        "result": [
+            {"ok": True, "result": {"released": True}},
+            {
+                "ok": False,
+                "error": {"type": "NoValidHost", "message": "0/1 hosts", "instance_uuid": "vm-2",
+                          "total_hosts": 1, "filter_counts": {"R": 1}},
+            },
+        ],
+    }  # fmt: skip
+    released, error = decode_batch_reply(ops, body)
+    assert released == ReleaseResult(released=True)
+    assert isinstance(error, NoValidHost)
+    assert (error.instance_uuid, error.filter_counts) == ("vm-2", {"R": 1})
+    # refused as a whole: every caller gets its own copy of the error
+    whole = decode_batch_reply(ops, encode_error(BadMessage("schema", "not a batch")))
+    assert [type(e) for e in whole] == [InvalidRequest, InvalidRequest]
+    assert whole[0] is not whole[1]
+    # a reply with the wrong number of items is an error for everyone, not a wrong answer
+    short = encode_batch_ok([encode_ok(ops[0], ReleaseResult(released=True))])
+    assert all(type(e) is SchedulerError for e in decode_batch_reply(ops, short))
+
+
+def test_a_batch_may_not_exceed_its_item_cap() -> None:
+    item = b'{"type": "host_states", "body": {}}'
+    body = b'{"requests": [' + b",".join([item] * (MAX_BATCH_ITEMS + 1)) + b"]}"
+    with pytest.raises(BadMessage) as caught:
+        decode_request("batch", body)
+    assert caught.value.reason == "schema"
