@@ -30,13 +30,25 @@ Size = Annotated[int, Field(ge=0, le=_MAX_SIZE)]
 Count = Annotated[int, Field(ge=0, le=2**31)]
 
 
+def _repeated(values: list[str]) -> set[str]:
+    seen: set[str] = set()
+    dupes: set[str] = set()
+    for v in values:
+        (dupes if v in seen else seen).add(v)
+    return dupes
+
+
 def _unique(values: list[str]) -> list[str]:
     if len(set(values)) != len(values):
-        seen: set[str] = set()
-        dupes: set[str] = set()
-        for v in values:
-            (dupes if v in seen else seen).add(v)
-        raise ValueError(f"instance_uuids must be unique; repeated: {sorted(dupes)}")
+        raise ValueError(f"instance_uuids must be unique; repeated: {sorted(_repeated(values))}")
+    return values
+
+
+def _unique_instances(values: list[str]) -> list[str]:
+    if len(set(values)) != len(values):
+        raise ValueError(
+            f"instances must list each uuid once; repeated: {sorted(_repeated(values))}"
+        )
     return values
 
 
@@ -69,7 +81,9 @@ class HostReport(_Message):
     availability_zone: Name | None = None
     enabled: bool = True
     traits: Annotated[list[Name], Field(max_length=1_000)] = []
-    instances: Annotated[list[Name], Field(max_length=_MAX_LIST)] = []
+    instances: Annotated[
+        list[Name], Field(max_length=_MAX_LIST), AfterValidator(_unique_instances)
+    ] = []
     num_io_ops: Count = 0
 
 
@@ -171,7 +185,7 @@ class SchedulerConfig(BaseModel):
     1.0
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     ram_allocation_ratio: float = Field(1.0, gt=0)
     cpu_allocation_ratio: float = Field(4.0, gt=0)

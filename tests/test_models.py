@@ -331,3 +331,26 @@ def test_config_rejects_out_of_range(field: str, value: float) -> None:
     with pytest.raises(ValidationError) as info:
         SchedulerConfig.model_validate({field: value})
     assert info.value.errors()[0]["loc"][0] == field
+
+
+def test_scheduler_config_is_strict_about_types() -> None:
+    with pytest.raises(ValidationError, match="host_subset_size"):
+        SchedulerConfig(host_subset_size="2")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="ram_allocation_ratio"):
+        SchedulerConfig(ram_allocation_ratio="1.5")  # type: ignore[arg-type]
+    assert SchedulerConfig(ram_allocation_ratio=2).ram_allocation_ratio == 2.0
+
+
+def test_host_report_lists_each_instance_once() -> None:
+    with pytest.raises(ValidationError, match=r"repeated: \['vm-1'\]"):
+        HostReport(
+            host="h1",
+            generation=1,
+            memory_mb=1024,
+            memory_mb_used=0,
+            vcpus=1,
+            vcpus_used=0,
+            local_gb=10,
+            local_gb_used=0,
+            instances=["vm-1", "vm-2", "vm-1"],
+        )

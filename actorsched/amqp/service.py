@@ -200,6 +200,7 @@ class SchedulerService:
         self._dlx: AbstractExchange | None = None
         self._consumer_tag: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._operation_slots = asyncio.Semaphore(mailbox)
         self.accepted = 0  # deliveries this service started to handle
         self.answered = 0  # ... that it acked (answered, or dead-lettered)
         self.returned = 0  # ... that it handed back to the broker
@@ -337,7 +338,7 @@ class SchedulerService:
             assert isinstance(request, BatchRequest)
             return await self._process_batch(message, request, items)
         try:
-            body = encode_ok(op, await _dispatch(self.scheduler, op, request))
+            body = encode_ok(op, await self._dispatch(op, request))
             outcome = "ok"
         except SchedulerStopped:
             # this process is going away; another (or the next) one will answer it
@@ -401,11 +402,18 @@ class SchedulerService:
             label = item.type if item.type in OPERATIONS and item.type != BATCH else "unknown"
             return label, encode_error(bad), "InvalidRequest"
         try:
-            return op.name, encode_ok(op, await _dispatch(self.scheduler, op, request)), "ok"
+            return op.name, encode_ok(op, await self._dispatch(op, request)), "ok"
         except SchedulerStopped:
             raise
         except SchedulerError as exc:
             return op.name, encode_error(exc), type(exc).__name__
+
+    async def _dispatch(self, op: Operation, request: BaseModel) -> Any:
+        # At most a mailbox's worth of operations wait on the scheduler at
+        # once, however many batch items the prefetched deliveries carry: a
+        # flood stays in the broker (or in this wait), not in the mailbox.
+        async with self._operation_slots:
+            return await _dispatch(self.scheduler, op, request)
 
     def _log_unexpected(self, op_name: str) -> None:
         log.exception(
