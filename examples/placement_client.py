@@ -1,6 +1,10 @@
 """Place a server group through ``actorsched serve`` with SchedulerClient, then release it.
 
 python examples/placement_client.py --instances 3 --policy anti-affinity
+
+With ``--name web --keep`` the instance uuids are ``web-0``, ``web-1`` ... and
+the claims are kept: run it again after restarting ``actorsched serve`` on the
+same journal (even after ``kill -9``) and the same hosts come back.
 """
 
 from __future__ import annotations
@@ -27,14 +31,24 @@ async def main() -> int:
         default="anti-affinity",
         choices=["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"],
     )
+    parser.add_argument(
+        "--name", help="name the instances NAME-0, NAME-1 ... (default: random uuids)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the claims (do not release)")
     args = parser.parse_args()
 
+    if args.name:
+        uuids = [f"{args.name}-{i}" for i in range(args.instances)]
+        group_id = args.name
+    else:
+        uuids = [str(uuid.uuid4()) for _ in range(args.instances)]
+        group_id = str(uuid.uuid4())
     spec = RequestSpec(
-        instance_uuids=[str(uuid.uuid4()) for _ in range(args.instances)],
+        instance_uuids=uuids,
         memory_mb=2048,
         vcpus=2,
         disk_gb=20,
-        group=ServerGroup(id=str(uuid.uuid4()), policy=args.policy),
+        group=ServerGroup(id=group_id, policy=args.policy),
     )
     async with SchedulerClient(args.amqp_url, queue=args.queue, timeout=10) as client:
         try:
@@ -50,8 +64,11 @@ async def main() -> int:
         states = await client.host_states()
         for name in sorted(states):
             print(f"{name}: {states[name].free_ram_mb} MB free")
-        released = [await client.release(u) for u in spec.instance_uuids]
-        print(f"released {sum(released)} of {len(released)}")
+        if args.keep:
+            print(f"kept {len(selections)} claims")
+        else:
+            released = [await client.release(u) for u in spec.instance_uuids]
+            print(f"released {sum(released)} of {len(released)}")
     return 0
 
 

@@ -54,6 +54,20 @@ async def test_reporter_then_placement_client() -> None:
             assert "released 3 of 3" in out
             assert scheduler.host_count == 3
             assert scheduler.claim_count == 0
+            # named and kept: asking again gives the same hosts and claims nothing more
+            first = await _run(
+                "placement_client.py", "--queue", queue, "--instances", "2",
+                "--name", "web", "--keep",
+            )  # fmt: skip
+            again = await _run(
+                "placement_client.py", "--queue", queue, "--instances", "2",
+                "--name", "web", "--keep",
+            )  # fmt: skip
+            assert "kept 2 claims" in first
+            placed = re.findall(r"(web-\d) -> (compute-\d)", first)
+            assert len(placed) == 2
+            assert re.findall(r"(web-\d) -> (compute-\d)", again) == placed
+            assert scheduler.claim_count == 2
     finally:
         connection = await aio_pika.connect(URL)
         async with connection:
