@@ -107,7 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON file ({DEFAULT_OUT})")
     parser.add_argument(
-        "--copy-to-docs", action="store_true", help=f"copy the JSON and plots to {DOCS_DIR}"
+        "--copy-to-docs",
+        action="store_true",
+        help=f"copy the JSON, plots and profile to {DOCS_DIR}",
     )
     parser.add_argument("--no-baselines", action="store_true", help="skip the baselines")
     parser.add_argument("--no-amqp", action="store_true", help="skip the AMQP end-to-end run")
@@ -579,7 +581,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"plot:    {plot}")
     if args.copy_to_docs:
         DOCS_DIR.mkdir(parents=True, exist_ok=True)
-        for src in [args.out, *map(Path, results.get("plots", []))]:
+        profile = results.get("profile") or {}
+        extras = [Path(profile["path"])] if profile.get("path") else []
+        for src in [args.out, *map(Path, results.get("plots", [])), *extras]:
             shutil.copy2(src, DOCS_DIR / Path(src).name)
         print(f"copied to {DOCS_DIR}")
     return 0
