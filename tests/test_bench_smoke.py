@@ -7,29 +7,38 @@ of a shared CI machine mean nothing at these sizes.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import contextlib
+import io
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from benchmarks import run
+from benchmarks import integrations, run
+from benchmarks.workload import make_reports, make_specs
+
+AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 
 def _args(tmp_path: Path, *extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)
     return parser.parse_args(
-        ["--quick", "--no-amqp", "--no-progress", "--out", str(tmp_path / "latest.json"), *extra]
+        ["--quick", "--no-amqp", "--out", str(tmp_path / "latest.json"), *extra]
     )
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tmp_path = tmp_path_factory.mktemp("bench")
-    assert run.main(_args(tmp_path, "--profile")) == 0
+    stderr = io.StringIO()
+    # with the progress bar on (no --no-progress): it draws on stderr
+    with contextlib.redirect_stderr(stderr):
+        assert run.main(_args(tmp_path, "--profile")) == 0
     loaded: dict[str, object] = json.loads((tmp_path / "latest.json").read_text())
     loaded["_dir"] = str(tmp_path)
+    loaded["_stderr"] = stderr.getvalue()
     return loaded
 
 
@@ -83,12 +92,56 @@ def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
-def test_journal_bench_ran_when_present(results: dict[str, object]) -> None:
-    if importlib.util.find_spec("benchmarks.journal_bench") is None:
-        pytest.skip("benchmarks.journal_bench has not landed")
+def test_journal_bench_ran(results: dict[str, object]) -> None:
     journal = results["journal"]
-    assert isinstance(journal, dict)
-    assert journal
+    assert isinstance(journal, dict), journal
+    assert journal["placements_per_s_off"] > 0, journal
+    assert journal["placements_per_s_on"] > 0, journal
+    assert journal["ratio"] > 0, journal
+    assert journal["transactions"] >= 1, journal
+
+
+def test_progress_bar_was_drawn(results: dict[str, object]) -> None:
+    stderr = results["_stderr"]
+    assert isinstance(stderr, str)
+    assert "\r[" in stderr, stderr[:500]
+    assert "journal on vs off" in stderr
+    assert "plots" in stderr
+    assert "#" * 24 in stderr, "the bar never reached the end"
+
+
+@pytest.mark.amqp
+async def test_amqp_bench_places_through_the_broker() -> None:
+    notes: list[str] = []
+    concurrency = 8
+    result = await integrations.amqp(
+        make_reports(20), make_specs(200), concurrency, 1.0, notes, url=AMQP_URL
+    )
+    assert result is not None, notes
+    for key in (
+        "hosts",
+        "concurrency",
+        "calls",
+        "placed",
+        "no_valid_host",
+        "errors",
+        "placements_per_s",
+        "messages_per_call",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        f"placements_per_s_{concurrency}_clients",
+        f"p99_ms_{concurrency}_clients",
+    ):
+        assert key in result, (key, sorted(result))
+    assert result["hosts"] == 20
+    assert result["concurrency"] == concurrency
+    assert result["placed"] > 0, result
+    assert result["errors"] == 0, result
+    assert result["placements_per_s"] > 0, result
+    assert result[f"placements_per_s_{concurrency}_clients"] > 0, result
+    assert result["messages_per_call"] > 0, result
+    assert 0 <= result["p50_ms"] <= result["p99_ms"] <= result["max_ms"], result
 
 
 def test_plots_and_profile_are_written(results: dict[str, object]) -> None:

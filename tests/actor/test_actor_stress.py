@@ -84,10 +84,22 @@ async def test_concurrent_callers_reports_and_releases_keep_every_host_within_ca
                     if rng.random() < 0.3:
                         await asyncio.sleep(0)
 
+        max_vcpus = VCPUS * config.cpu_allocation_ratio
+        mid_run = {"snapshots": 0, "busy": 0}
+
         async def snapshots() -> None:
-            for _ in range(20):
+            # for as long as the callers run: claims never over-commit, so every
+            # snapshot taken meanwhile is within capacity on every host
+            while not callers_done.is_set():
                 states = await s.host_states()
                 assert set(states) == set(HOSTS)
+                for host, state in states.items():
+                    assert state.free_ram_mb >= 0, (host, state)
+                    assert state.free_disk_gb >= 0, (host, state)
+                    assert state.vcpus_total == VCPUS, (host, state)
+                    assert state.vcpus_used <= max_vcpus, (host, state)
+                mid_run["snapshots"] += 1
+                mid_run["busy"] += any(state.vcpus_used > 0 for state in states.values())
                 await asyncio.sleep(0.001)
 
         async def callers() -> list[list[Selection] | NoValidHost]:
@@ -103,6 +115,8 @@ async def test_concurrent_callers_reports_and_releases_keep_every_host_within_ca
             asyncio.gather(reporter(), snapshots(), callers()), TIMEOUT
         )
         assert len(results) == CALLERS
+        assert mid_run["snapshots"] > 0, "no snapshot was taken while the callers ran"
+        assert mid_run["busy"] > 0, "no mid-run snapshot saw a claim"
         assert all(isinstance(r, list | NoValidHost) for r in results)
         assert any(isinstance(r, NoValidHost) for r in results), "capacity was never reached"
         assert sum(isinstance(r, list) for r in results) > CALLERS // 2

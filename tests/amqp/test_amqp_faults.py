@@ -206,7 +206,11 @@ async def test_sigterm_during_load_answers_every_accepted_request(tmp_path: Path
         assert match is not None, stopped
         accepted, answered, returned = map(int, match.groups())
         assert (accepted, returned) == (answered, 0), "an accepted request went unanswered"
-        await asyncio.sleep(0.5)  # replies published before exit are still on their way to us
+        # replies published before exit may still be on their way to us
+        for _ in range(500):  # up to 10 s
+            if len(answers) >= answered:
+                break
+            await asyncio.sleep(0.02)
         assert len(answers) == answered
         assert duplicates == 0
         # each reply is a placement, or NoValidHost once the 20 hosts are full

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from amqp_support import host_report, running_stack
+from amqp_support import Stack, host_report, running_stack
 
 from actorsched import NoValidHost, RequestSpec
 from actorsched.amqp import MetricsServer
@@ -26,6 +26,19 @@ async def _scrape(port: int, path: str = "/metrics") -> tuple[str, str]:
     return head.splitlines()[0], body
 
 
+async def _settled(stack: Stack, operations: int) -> None:
+    """Wait (up to 10 s) until ``operations`` are acked and counted, none in flight."""
+    service = stack.service
+    for _ in range(1_000):
+        if service.operations >= operations and service.in_flight == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(
+        f"{service.operations} operations acked (want {operations}), "
+        f"{service.in_flight} deliveries in flight"
+    )
+
+
 async def test_metrics_count_requests_by_op_and_outcome_and_show_scheduler_gauges() -> None:
     async with running_stack() as stack:
         endpoint = MetricsServer(stack.service.metrics, host="127.0.0.1", port=0)
@@ -39,7 +52,7 @@ async def test_metrics_count_requests_by_op_and_outcome_and_show_scheduler_gauge
                 await stack.client.select_destinations(
                     RequestSpec(instance_uuids=["vm-2"], memory_mb=4096, vcpus=1, disk_gb=1)
                 )
-            await asyncio.sleep(0.1)  # the last ack follows its reply
+            await _settled(stack, operations=3)  # the last ack follows its reply
             status, text = await _scrape(endpoint.port)
             missing, _ = await _scrape(endpoint.port, "/elsewhere")
         finally:

@@ -68,10 +68,11 @@ async def test_callers_are_answered_only_after_their_batch_is_durable(tmp_path: 
         hosts = asyncio.ensure_future(_hosts(s))
         calls = [asyncio.ensure_future(s.select_destinations(_spec(f"vm-{i}"))) for i in range(20)]
         reads = asyncio.ensure_future(s.host_states())  # changes nothing, still waits
-        for _ in range(50):
-            await asyncio.sleep(0)
-        await asyncio.sleep(0.05)
-        # the owner went on applying batch after batch while none was committed
+        # the owner goes on applying batch after batch while none is committed
+        for _ in range(2_000):  # up to 10 s
+            if s.claim_count == 20 and sink.handed >= 5:
+                break
+            await asyncio.sleep(0.005)
         assert s.claim_count == 20
         assert sink.handed >= 5
         assert not hosts.done()

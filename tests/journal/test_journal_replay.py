@@ -15,14 +15,30 @@ from actorsched.journal import SqliteJournal
 CONFIG = SchedulerConfig(claim_timeout=40.0, service_down_time=1e9, host_subset_size=3)
 
 
-async def _run_workload(path: Path, seed: int, steps: int, snapshot_every: int) -> str:
+async def _run_workload(
+    path: Path, seed: int, steps: int, snapshot_every: int, *, closing_snapshot: bool = True
+) -> tuple[str, int]:
+    """Run the workload; return the digest and how many records follow the last snapshot.
+
+    Without ``closing_snapshot`` the scheduler stops as after kill -9 would
+    leave it: a few late reports are journaled with no snapshot after them,
+    so recovery has to replay records.
+    """
     clock = StepClock()
     journal = SqliteJournal(path, snapshot_every=snapshot_every)
     async with Scheduler(CONFIG, journal=journal, clock=clock) as s:
         await random_workload(s, random.Random(seed), steps)
-        digest = s.core.digest()
         assert len(s.core.ledger) > 0, "the workload should leave some claims"
-    return digest
+        if not closing_snapshot:
+            journal.snapshot_every = 10**9  # no periodic snapshot after the late reports
+            for i in range(3):
+                assert await s.update_host(report(f"late{i}", 1))
+        digest = s.core.digest()
+        pending = journal._since_snapshot
+        if not closing_snapshot:
+            assert pending >= 3
+            journal._since_snapshot = 0  # no closing snapshot, as after kill -9
+    return digest, pending
 
 
 def _recover(path: Path) -> tuple[str, SqliteJournal]:
@@ -41,9 +57,19 @@ async def test_replay_gives_the_same_digest_after_a_random_workload(
     tmp_path: Path, seed: int, snapshot_every: int
 ) -> None:
     path = tmp_path / "j.sqlite"
-    before = await _run_workload(path, seed, 400, snapshot_every)
+    before, pending = await _run_workload(path, seed, 400, snapshot_every, closing_snapshot=False)
     async with Scheduler(CONFIG, journal=path) as again:
         assert again.core.digest() == before
+        assert again.journal is not None
+        recovery = again.journal.recovery
+        assert recovery is not None
+        # every record after the last periodic snapshot was replayed
+        assert recovery.replayed == pending > 0
+        if snapshot_every == 1_000_000:
+            assert recovery.snapshot_seq == 0  # no snapshot at all: records alone
+            assert recovery.replayed > 100
+        else:
+            assert recovery.snapshot_seq > 0  # a periodic snapshot, then the records after it
 
 
 async def test_replay_without_the_closing_snapshot_gives_the_same_digest(tmp_path: Path) -> None:
@@ -67,15 +93,20 @@ async def test_replay_without_the_closing_snapshot_gives_the_same_digest(tmp_pat
 
 async def test_replaying_twice_gives_the_same_state(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    before = await _run_workload(path, 5, 300, 40)
-    first, _ = _recover(path)
-    second, _ = _recover(path)
+    before, pending = await _run_workload(path, 5, 300, 40, closing_snapshot=False)
+    first, first_journal = _recover(path)
+    second, second_journal = _recover(path)
     assert first == second == before
+    # replay does not write: the second recovery goes through the same records
+    for journal in (first_journal, second_journal):
+        assert journal.recovery is not None
+        assert journal.recovery.snapshot_seq > 0  # snapshot_every=40: a periodic one
+        assert journal.recovery.replayed == pending > 0
 
 
 async def test_a_recovered_scheduler_goes_on_journaling(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    await _run_workload(path, 6, 200, 30)
+    await _run_workload(path, 6, 200, 30)  # with its closing snapshot
     async with Scheduler(CONFIG, journal=SqliteJournal(path, snapshot_every=30)) as s:
         await random_workload(s, random.Random(7), 200)
         after = s.core.digest()
