@@ -1,4 +1,4 @@
-"""Faults against the real broker: every connection closed mid-load, SIGTERM mid-load."""
+"""Faults against the real broker: every connection closed mid-load, SIGTERM or SIGINT mid-load."""
 
 from __future__ import annotations
 
@@ -135,7 +135,10 @@ async def _read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str
             return line
 
 
-async def test_sigterm_during_load_answers_every_accepted_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_sigterm_during_load_answers_every_accepted_request(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
     queue = unique_queue()
     serve = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -199,7 +202,7 @@ async def test_sigterm_during_load_answers_every_accepted_request(tmp_path: Path
             )
         )
         await asyncio.wait_for(got_enough.wait(), timeout=30)
-        serve.send_signal(signal.SIGTERM)
+        serve.send_signal(stop_signal)
         stopped = await asyncio.wait_for(_read_until(serve.stderr, "stopped:", log), timeout=60)
         assert await asyncio.wait_for(serve.wait(), timeout=30) == 0
         match = re.search(r"(\d+) accepted, (\d+) answered, (\d+) returned", stopped)
