@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from .core import Command, SchedulerCore
@@ -56,7 +56,6 @@ class _Stats:
     handled: int = 0
     failed: int = 0
     batches: int = 0
-    in_flight: set[asyncio.Future[object]] = field(default_factory=set)
 
 
 class Owner:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -572,6 +572,3 @@ class SchedulerCore:
                 ).encode()
             )
         return h.hexdigest()
-
-    def hosts(self) -> Iterable[str]:
-        return self.table.row_of.keys()
