@@ -65,6 +65,10 @@ HEADROOM_COLUMNS = ("ram_headroom", "cpu_headroom", "disk_headroom")
 # must not win: far beyond any real figure, yet finite so sums stay ordered.
 OUT_OF_REACH = 1e300
 WEIGH_COLUMNS = ("free_ram", "vcpu_headroom", "free_disk", "num_io_ops", "num_instances")
+# A row with no host (or one the row-local filters reject, for the views):
+# no headroom, zero figures, out of reach of every extreme and every score.
+_DERIVED_EMPTY = [-np.inf] * 3 + [0.0] * len(WEIGH_COLUMNS) + [OUT_OF_REACH]
+_VIEWS_FAILED = [-np.inf] * len(WEIGH_COLUMNS) + [np.inf] * len(WEIGH_COLUMNS)
 
 
 class HostTable:
@@ -113,6 +117,8 @@ class HostTable:
         self.max_instances: float = np.inf
         self.max_io_ops: float = np.inf
         self.floats: dict[str, NDArray[np.float64]] = {}
+        self.derived: NDArray[np.float64] = np.zeros((len(_DERIVED_EMPTY), 0))
+        self.views: NDArray[np.float32] = np.zeros((len(_VIEWS_FAILED), 0), dtype=np.float32)
         self.weigh_matrix: NDArray[np.float64] = np.zeros((len(WEIGH_COLUMNS), 0))
         self.headroom: NDArray[np.float64] = np.zeros((len(HEADROOM_COLUMNS), 0))
         # The weigher matrix as the row-local filters see it: rows that fail
@@ -131,9 +137,11 @@ class HostTable:
     def _grow(self, capacity: int) -> None:
         old = self._capacity
 
+        # Rows at or past ``n`` are never read (every reader slices ``[:n]``) and
+        # a row is fully written when a host takes it, so new rows need no
+        # fill: zeroed pages cost no memory until a host lands on them.
         def grown(arr: NDArray[np.generic], fill: object) -> NDArray[np.generic]:
-            shape = (capacity, *arr.shape[1:])
-            new = np.full(shape, fill, dtype=arr.dtype)
+            new = np.zeros((capacity, *arr.shape[1:]), dtype=arr.dtype)
             new[:old] = arr[:old]
             return new
 
@@ -145,27 +153,34 @@ class HostTable:
         self.raw = grown(self.raw, 0)  # type: ignore[assignment]
         for index, name in enumerate(_INT_COLUMNS):
             self.ints[name] = self.raw[:, index]  # a view: writes land in raw
-        headroom = np.full((len(HEADROOM_COLUMNS), capacity), -np.inf, dtype=np.float64)
-        headroom[:, :old] = self.headroom[:, :old]
-        self.headroom = headroom
-        for index, name in enumerate(HEADROOM_COLUMNS):
-            self.floats[name] = headroom[index]  # a view: writes land in headroom
         for name in _FLOAT_COLUMNS:
             fill = -np.inf
             self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)), fill)  # type: ignore[assignment]
-        matrix = np.zeros((len(WEIGH_COLUMNS), capacity), dtype=np.float64)
-        matrix[:, :old] = self.weigh_matrix[:, :old]
-        self.weigh_matrix = matrix
-        for name, fill in (("hi_view", -np.inf), ("lo_view", np.inf)):
-            view = np.full((len(WEIGH_COLUMNS), capacity), fill, dtype=np.float32)
-            view[:, :old] = getattr(self, name)[:, :old]
-            setattr(self, name, view)
-        self.base_penalty = grown(self.base_penalty, OUT_OF_REACH)  # type: ignore[assignment]
-        for index, name in enumerate(self.weigh_columns):
-            self.floats[name] = matrix[index]  # a view: writes land in the matrix
+        # Everything refresh() derives lives in two arrays, one row each, so
+        # that refreshing a host is two writes, not one per figure.
+        derived = np.zeros((len(_DERIVED_EMPTY), capacity), dtype=np.float64)
+        derived[:, :old] = self.derived[:, :old]
+        views = np.zeros((len(_VIEWS_FAILED), capacity), dtype=np.float32)
+        views[:, :old] = self.views[:, :old]
+        self._bind(derived, views)
         self.name_of.extend([None] * (capacity - old))
         self.host_traits.extend([()] * (capacity - old))
         self._capacity = capacity
+
+    def _bind(self, derived: NDArray[np.float64], views: NDArray[np.float32]) -> None:
+        self.derived = derived
+        self.views = views
+        k = len(HEADROOM_COLUMNS)
+        w = len(WEIGH_COLUMNS)
+        self.headroom = derived[:k]
+        self.weigh_matrix = derived[k : k + w]
+        self.base_penalty = derived[k + w]
+        self.hi_view = views[:w]
+        self.lo_view = views[w:]
+        for index, name in enumerate(HEADROOM_COLUMNS):
+            self.floats[name] = self.headroom[index]  # views: writes land in derived
+        for index, name in enumerate(self.weigh_columns):
+            self.floats[name] = self.weigh_matrix[index]
 
     def add_row(self, host: str) -> int:
         """Give ``host`` a row (reusing a freed one) and return it."""
@@ -178,6 +193,12 @@ class HostTable:
                 self._grow(self._capacity + step)
             row = self.n
             self.n += 1
+            # a fresh row is as a removed one until the host's figures land
+            self.derived[:, row] = _DERIVED_EMPTY
+            self.views[:, row] = _VIEWS_FAILED
+            self.zone[row] = -1
+            for name in _FLOAT_COLUMNS:
+                self.floats[name][row] = -np.inf
         self.row_of[host] = row
         self.name_of[row] = host
         self.active[row] = True
@@ -196,14 +217,11 @@ class HostTable:
         self.zone[row] = -1
         self.traits[row] = 0
         self.row_ok[row] = False
-        self.base_penalty[row] = OUT_OF_REACH
-        self.hi_view[:, row] = -np.inf
-        self.lo_view[:, row] = np.inf
         self.raw[row] = 0
         for name in _FLOAT_COLUMNS:
             self.floats[name][row] = -np.inf
-        self.headroom[:, row] = -np.inf
-        self.weigh_matrix[:, row] = 0.0
+        self.derived[:, row] = _DERIVED_EMPTY
+        self.views[:, row] = _VIEWS_FAILED
         self._free_rows.append(row)
         self.count -= 1
 
@@ -295,11 +313,6 @@ class HostTable:
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
         cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
-        self.headroom[:, row] = (
-            usable_mem * self.ram_ratio - used_mem,
-            cpu_headroom,
-            disk_total * self.disk_ratio - used_disk,
-        )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
@@ -309,7 +322,6 @@ class HostTable:
             num_instances,
         )
         ordered = [figures[i] for i in self._weigh_order]
-        self.weigh_matrix[:, row] = ordered
         ok = (
             self.active[row]
             and (self.enabled[row] or not self.check_enabled)
@@ -317,14 +329,15 @@ class HostTable:
             and num_io_ops < self.max_io_ops
         )
         self.row_ok[row] = ok
-        if ok:
-            self.base_penalty[row] = 0.0
-            self.hi_view[:, row] = ordered
-            self.lo_view[:, row] = ordered
-        else:
-            self.base_penalty[row] = OUT_OF_REACH
-            self.hi_view[:, row] = -np.inf
-            self.lo_view[:, row] = np.inf
+        # derived rows: HEADROOM_COLUMNS, the weigher matrix, the base penalty
+        self.derived[:, row] = [
+            usable_mem * self.ram_ratio - used_mem,
+            cpu_headroom,
+            disk_total * self.disk_ratio - used_disk,
+            *ordered,
+            0.0 if ok else OUT_OF_REACH,
+        ]
+        self.views[:, row] = ordered + ordered if ok else _VIEWS_FAILED
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         raw = self.raw[row].tolist()
