@@ -214,7 +214,7 @@ class SchedulerCore:
                 len(report.instances),
             ),
         )
-        self._reconcile(row, frozenset(report.instances), now)
+        self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
 
     def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:

@@ -358,10 +358,8 @@ class HostTable:
 
     def set_reported(self, row: int, figures: tuple[int, ...]) -> None:
         """Write a report's figures (the ``REPORTED`` columns, in order) and refresh."""
-        raw = self.raw[row].tolist()
-        raw[REPORTED] = figures
-        self.raw[row] = raw
-        self.refresh(row, raw)
+        self.raw[row, REPORTED] = figures
+        self.refresh(row, [*figures, *self.raw[row, REPORTED.stop :].tolist()])
 
     def state(self, row: int) -> HostState:
         """A :class:`HostState` snapshot of ``row``."""
