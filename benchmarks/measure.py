@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from actorsched import HostReport, HostState, NoValidHost, RequestSpec, SchedulerConfig
+from actorsched.baselines import over_capacity
 
 from .progress import Progress
 
@@ -144,15 +145,4 @@ async def place_timed(
 
 def count_over_capacity(states: dict[str, HostState], config: SchedulerConfig) -> int:
     """Hosts whose RAM, disk or vCPUs are claimed past capacity (allocation ratios applied)."""
-    over = 0
-    for s in states.values():
-        usable_ram = s.memory_mb - s.memory_mb_reserved
-        used_ram = usable_ram - s.free_ram_mb
-        used_disk = s.local_gb - s.free_disk_gb
-        if (
-            used_ram > usable_ram * config.ram_allocation_ratio
-            or used_disk > s.local_gb * config.disk_allocation_ratio
-            or s.vcpus_used > s.vcpus_total * config.cpu_allocation_ratio
-        ):
-            over += 1
-    return over
+    return sum(over_capacity(s, config) for s in states.values())

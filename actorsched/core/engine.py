@@ -55,9 +55,6 @@ __all__ = [
 log = logging.getLogger("actorsched.core")
 
 _EMPTY: frozenset[str] = frozenset()
-# Added to (subtracted from) the weigher values of rows that failed a filter,
-# so that they can be neither the minimum, the maximum nor the best score.
-_OUT_OF_REACH = OUT_OF_REACH
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
 
@@ -298,7 +295,6 @@ class SchedulerCore:
                 "resend the original request unchanged, or release the claimed ones first"
             )
         ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
-        group_id = spec.group.id if spec.group is not None else None
         placed: list[str] = []
         try:
             for index, uuid in enumerate(spec.instance_uuids):
@@ -315,19 +311,7 @@ class SchedulerCore:
                 ]
                 host = names[row]
                 assert host is not None
-                self._claim(
-                    Claim(
-                        uuid,
-                        row,
-                        spec.memory_mb,
-                        spec.vcpus,
-                        spec.disk_gb,
-                        group_id,
-                        now,
-                        host,
-                        tuple(alternates),
-                    )
-                )
+                self._claim(spec, uuid, row, host, alternates, now)
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
         except BaseException:
@@ -344,26 +328,35 @@ class SchedulerCore:
         Skips a selection whose uuid already holds a claim or whose host is
         gone, so replaying the same records twice changes nothing.
         """
-        group_id = spec.group.id if spec.group is not None else None
         for selection in selections:
             row = self.table.row_of.get(selection.host)
             if row is None or selection.instance_uuid in self.ledger.claims:
                 continue
             self._claim(
-                Claim(
-                    selection.instance_uuid,
-                    row,
-                    spec.memory_mb,
-                    spec.vcpus,
-                    spec.disk_gb,
-                    group_id,
-                    now,
-                    selection.host,
-                    tuple(selection.alternates),
-                )
+                spec, selection.instance_uuid, row, selection.host, selection.alternates, now
             )
 
-    def _claim(self, claim: Claim) -> None:
+    def _claim(
+        self,
+        spec: RequestSpec,
+        uuid: str,
+        row: int,
+        host: str,
+        alternates: Sequence[str],
+        now: float,
+    ) -> None:
+        group_id = spec.group.id if spec.group is not None else None
+        claim = Claim(
+            uuid,
+            row,
+            spec.memory_mb,
+            spec.vcpus,
+            spec.disk_gb,
+            group_id,
+            now,
+            host,
+            tuple(alternates),
+        )
         self.ledger.add(claim)
         if claim.instance_uuid in self._listed.get(claim.row, _EMPTY):
             claim.confirmed = True  # the host already reports it: its figures carry it
@@ -450,8 +443,10 @@ class SchedulerCore:
         passing = int(np.count_nonzero(mask))
         if passing == 0:
             return []
-        if passing < n * self.compress_below:
-            # a selective request (a zone, a trait ...): weigh only the passing rows
+        want = self.config.host_subset_size + self.config.max_attempts - 1
+        if passing < n * self.compress_below or want > 16:
+            # a selective request (a zone, a trait ...), or a long list wanted:
+            # weigh only the passing rows, and sort them
             return self._ranked_among(np.flatnonzero(mask), ctx)
         penalty: NDArray[np.float64] | None = None
 
@@ -459,7 +454,7 @@ class SchedulerCore:
             # rows that failed a filter, pushed out of reach of min, max and argmax
             nonlocal penalty
             if penalty is None:
-                penalty = np.logical_not(mask) * _OUT_OF_REACH
+                penalty = np.logical_not(mask) * OUT_OF_REACH
             return penalty
 
         multipliers = self._matrix_multipliers
@@ -493,29 +488,21 @@ class SchedulerCore:
             w_hi = float(raw.max(where=mask, initial=-np.inf))
             if w_hi > w_lo:
                 scores += (weigher.multiplier / (w_hi - w_lo)) * raw
-        want = self.config.host_subset_size + self.config.max_attempts - 1
         top: list[int] = []
-        if want <= 16:
-            pushed_out = False
-            while len(top) < want:
-                best = int(scores.argmax())
-                if scores[best] == -np.inf:
-                    break
-                if not mask[best]:
-                    if pushed_out:
-                        break  # failed rows are out of reach: no passing row is left
-                    scores -= penalized()  # push every failed row out of reach at once
-                    pushed_out = True
-                    continue
-                top.append(best)
-                scores[best] = -np.inf
-            return top
-        candidates = np.flatnonzero(mask)
-        if candidates.size > want:
-            part = np.argpartition(-scores[candidates], want - 1)[:want]
-            candidates = candidates[part]
-        order = np.lexsort((candidates, -scores[candidates]))
-        return [int(r) for r in candidates[order]]
+        pushed_out = False
+        while len(top) < want:
+            best = int(scores.argmax())
+            if scores[best] == -np.inf:
+                break
+            if not mask[best]:
+                if pushed_out:
+                    break  # failed rows are out of reach: no passing row is left
+                scores -= penalized()  # push every failed row out of reach at once
+                pushed_out = True
+                continue
+            top.append(best)
+            scores[best] = -np.inf
+        return top
 
     def _ranked_among(self, rows: NDArray[np.intp], ctx: PlacementContext) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.

@@ -140,22 +140,21 @@ class HostTable:
         # Rows at or past ``n`` are never read (every reader slices ``[:n]``) and
         # a row is fully written when a host takes it, so new rows need no
         # fill: zeroed pages cost no memory until a host lands on them.
-        def grown(arr: NDArray[np.generic], fill: object) -> NDArray[np.generic]:
+        def grown(arr: NDArray[np.generic]) -> NDArray[np.generic]:
             new = np.zeros((capacity, *arr.shape[1:]), dtype=arr.dtype)
             new[:old] = arr[:old]
             return new
 
-        self.active = grown(self.active, False)  # type: ignore[assignment]
-        self.enabled = grown(self.enabled, False)  # type: ignore[assignment]
-        self.zone = grown(self.zone, -1)  # type: ignore[assignment]
-        self.traits = grown(self.traits, 0)  # type: ignore[assignment]
-        self.row_ok = grown(self.row_ok, False)  # type: ignore[assignment]
-        self.raw = grown(self.raw, 0)  # type: ignore[assignment]
+        self.active = grown(self.active)  # type: ignore[assignment]
+        self.enabled = grown(self.enabled)  # type: ignore[assignment]
+        self.zone = grown(self.zone)  # type: ignore[assignment]
+        self.traits = grown(self.traits)  # type: ignore[assignment]
+        self.row_ok = grown(self.row_ok)  # type: ignore[assignment]
+        self.raw = grown(self.raw)  # type: ignore[assignment]
         for index, name in enumerate(_INT_COLUMNS):
             self.ints[name] = self.raw[:, index]  # a view: writes land in raw
         for name in _FLOAT_COLUMNS:
-            fill = -np.inf
-            self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)), fill)  # type: ignore[assignment]
+            self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)))  # type: ignore[assignment]
         # Everything refresh() derives lives in two arrays, one row each, so
         # that refreshing a host is two writes, not one per figure.
         derived = np.zeros((len(_DERIVED_EMPTY), capacity), dtype=np.float64)
@@ -243,10 +242,10 @@ class HostTable:
     def trait_mask(
         self, traits: list[str] | tuple[str, ...], *, create: bool
     ) -> NDArray[np.uint64]:
-        """Bitset of ``traits``; with ``create`` False an unknown trait gives ``None`` bits.
+        """Bitset of ``traits`` as an array of 64-bit words.
 
-        Returns an array of words; raises KeyError for an unknown trait when
-        ``create`` is False (the caller decides what an unknown trait means).
+        With ``create`` a trait never seen gets the next bit; without it, an
+        unknown trait raises KeyError (the caller decides what that means).
         """
         bits: list[int] = []
         for t in traits:
