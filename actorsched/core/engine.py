@@ -39,7 +39,7 @@ from .filters import (
 )
 from .ledger import Claim, ClaimLedger
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
-from .weighers import ColumnWeigher, HostWeigher, builtin_weighers
+from .weighers import ColumnWeigher, HostWeigher, SoftGroupWeigher, builtin_weighers
 
 __all__ = [
     "Command",
@@ -57,6 +57,20 @@ log = logging.getLogger("actorsched.core")
 _EMPTY: frozenset[str] = frozenset()
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
+# Built-in filters that return None (pass every host) for a request without
+# a zone, traits, server group or host hints.
+_HINT_FILTERS = frozenset(
+    BUILTIN_FILTER_CLASSES[name]
+    for name in (
+        "AvailabilityZoneFilter",
+        "RequiredTraitsFilter",
+        "ForbiddenTraitsFilter",
+        "SameHostFilter",
+        "DifferentHostFilter",
+        "ServerGroupAffinityFilter",
+        "ServerGroupAntiAffinityFilter",
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +145,7 @@ class SchedulerCore:
             config.cpu_allocation_ratio,
             config.disk_allocation_ratio,
             tuple(order),
+            len(self._matrix_multipliers),
         )
         self.ledger = ClaimLedger()
         self.filters: list[HostFilter] = [
@@ -145,7 +160,12 @@ class SchedulerCore:
             self.table.max_instances = config.max_instances_per_host
         if "IoOpsFilter" in names:
             self.table.max_io_ops = config.max_io_ops_per_host
+        # ComputeFilter's freshness half: rows whose last report is older than
+        # service_down_time are marked stale (failing row_ok) by _sweep, which
+        # looks at the whole column only when the oldest report may be too old.
         self._check_fresh = "ComputeFilter" in names
+        self._oldest = np.inf  # at most the oldest reported_at of a row not marked stale
+        self._swept_below = -np.inf  # rows reported before this are marked stale
         self._request_filters = [f for f in self.filters if not isinstance(f, _ROW_LOCAL_FILTERS)]
         # With all three resource filters on, they are one comparison over
         # the table's headroom array instead of three.
@@ -160,6 +180,17 @@ class SchedulerCore:
         # Below this share of passing rows, weigh a gathered copy of just those
         # rows (same result, fewer passes); a tuning knob, 0 turns it off.
         self.compress_below = 0.5
+        # With no request-specific filter or weigher in play, find the best rows
+        # from the kept weigher extremes and one scoring pass, checking only
+        # the rows it looks at against the resource filters (same result as
+        # the full mask); a tuning knob, False always builds the mask.
+        self.shortcut = True
+        # When every per-request filter and weigher left is a built-in that says
+        # nothing (returns None) for a request with no zone, traits, group or
+        # host hints, such a request need not even call them.
+        self._hints_only = all(type(f) in _HINT_FILTERS for f in self._request_filters) and all(
+            isinstance(w, SoftGroupWeigher) for w in self._other_weighers
+        )
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
 
@@ -192,6 +223,9 @@ class SchedulerCore:
         elif report.generation <= table.ints["generation"][row]:
             return False
         table.floats["reported_at"][row] = now
+        if now < self._oldest:
+            self._oldest = now
+        table.stale[row] = False
         table.enabled[row] = report.enabled
         table.zone[row] = table.zone_id(report.availability_zone, create=True)
         if tuple(report.traits) != table.host_traits[row]:
@@ -297,9 +331,10 @@ class SchedulerCore:
         ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
         placed: list[str] = []
         try:
+            if self._check_fresh:
+                self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                mask = self._passing(ctx)
-                top = self._ranked(mask, ctx)
+                top = self._top(ctx)
                 if not top:
                     raise self._no_valid_host(ctx, uuid, index)
                 row = top[0]
@@ -403,14 +438,126 @@ class SchedulerCore:
                 mask[row] = False
         return mask
 
-    def _passing(self, ctx: PlacementContext) -> NDArray[np.bool_]:
+    def _sweep(self, now: float) -> None:
+        """Mark stale exactly the hosts whose last report is older than service_down_time."""
+        threshold = now - self.config.service_down_time
         table = self.table
         n = table.n
-        if self._check_fresh:
-            fresh = table.floats["reported_at"][:n] >= ctx.now - self.config.service_down_time
-            mask = np.logical_and(table.row_ok[:n], fresh, out=fresh)
+        at = table.floats["reported_at"][:n]
+        if threshold < self._swept_below:  # an earlier clock: some stale rows are fresh again
+            for row in np.flatnonzero(table.stale[:n] & (at >= threshold)).tolist():
+                table.stale[row] = False
+                table.refresh(row)
+                self._oldest = min(self._oldest, float(at[row]))
+        self._swept_below = threshold
+        if self._oldest >= threshold:
+            return
+        live = table.active[:n] & ~table.stale[:n]
+        for row in np.flatnonzero(live & (at < threshold)).tolist():
+            log.warning(
+                "host %s has not reported for over %ss: no placements there until it does",
+                table.name_of[row],
+                self.config.service_down_time,
+            )
+            table.stale[row] = True
+            table.refresh(row)
+        live &= at >= threshold
+        self._oldest = float(at[live].min()) if live.any() else np.inf
+
+    def _top(self, ctx: PlacementContext) -> list[int]:
+        """The best passing rows, best first; empty when no host passes."""
+        table = self.table
+        spec = ctx.spec
+        if (
+            self._hints_only
+            and self.shortcut
+            and table.n
+            and spec.availability_zone is None
+            and spec.group is None
+            and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
+            and not (spec.same_host or spec.different_host)
+        ):
+            top = self._top_unfiltered(ctx)
+            return top if top is not None else self._ranked(self._passing(ctx, ()), ())
+        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
+        ignored = self._ignored(ctx)
+        if ignored is not None:
+            masks.append(ignored)
+        raws = [
+            (w.multiplier, raw)
+            for w in self._other_weighers
+            if (raw := w.weigh_all(table, ctx)) is not None
+        ]
+        if not masks and not raws and self.shortcut and table.n:
+            top = self._top_unfiltered(ctx)
+            if top is not None:
+                return top
+        return self._ranked(self._passing(ctx, masks), raws)
+
+    def _top_unfiltered(self, ctx: PlacementContext) -> list[int] | None:
+        """:meth:`_ranked` for a request with no request-specific filter, or None.
+
+        The passing rows are then those that pass ``row_ok`` and fit. Each
+        weigher's extreme over the ``row_ok`` rows (kept by the table) is its
+        extreme over the passing rows whenever that row fits, and the best
+        scores among the ``row_ok`` rows are the best passing ones once the
+        rows that do not fit are skipped. So only the rows looked at are
+        checked; None (build the mask instead) when an extreme row does not
+        fit or too many top rows do not.
+        """
+        table = self.table
+        n = table.n
+        spec = ctx.spec
+        fused = self._fused_resources
+        want = self.config.host_subset_size + self.config.max_attempts - 1
+        if want > 16:
+            return None
+        multipliers = self._matrix_multipliers
+        if multipliers:
+            k = len(multipliers)
+            rows, figures = table.extremes()
+            if not table.row_ok[rows[0]]:
+                return []  # no row passes the row-local filters
+            if fused:
+                mem, vcpus, disk = spec.memory_mb, spec.vcpus, spec.disk_gb
+                for ram_left, cpu_left, disk_left, *_ in figures:
+                    if ram_left < mem or cpu_left < vcpus or disk_left < disk:
+                        return None
+            coefs: list[float] = []
+            for j, multiplier in enumerate(multipliers):
+                hi = figures[j][3 + j]  # the weigher columns follow the 3 headroom rows
+                lo = figures[k + j][3 + j]
+                coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
+            coefs.append(-1.0)  # the base penalty row
+            scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
-            mask = table.row_ok[:n].copy()
+            scores = -table.base_penalty[:n]
+        row_ok = table.row_ok
+        headroom = table.headroom
+        top: list[int] = []
+        misfits = 0
+        while len(top) < want:
+            best = int(scores.argmax())
+            if not row_ok[best] or scores[best] == -np.inf:
+                break  # every row left failed row_ok, or is taken
+            scores[best] = -np.inf
+            if fused:
+                ram_left, cpu_left, disk_left = headroom[:, best].tolist()
+                if ram_left < spec.memory_mb or cpu_left < spec.vcpus or disk_left < spec.disk_gb:
+                    misfits += 1
+                    if misfits > 16:
+                        return None  # a full cluster: the mask is cheaper
+                    continue
+            top.append(best)
+        return top
+
+    def _passing(
+        self, ctx: PlacementContext, masks: Sequence[NDArray[np.bool_]]
+    ) -> NDArray[np.bool_]:
+        """Rows that pass every filter: row_ok, the resources, and ``masks``."""
+        table = self.table
+        n = table.n
+        mask = table.row_ok[:n].copy()
         if self._fused_resources:
             spec = ctx.spec
             want = np.array([[spec.memory_mb], [spec.vcpus], [spec.disk_gb]], dtype=np.float64)
@@ -418,16 +565,13 @@ class SchedulerCore:
             mask &= fits[0]
             mask &= fits[1]
             mask &= fits[2]
-        ignored = self._ignored(ctx)
-        if ignored is not None:
-            mask &= ignored
-        for f in self._request_filters:
-            passed = f.filter_all(table, ctx)
-            if passed is not None:
-                mask &= passed
+        for passed in masks:
+            mask &= passed
         return mask
 
-    def _ranked(self, mask: NDArray[np.bool_], ctx: PlacementContext) -> list[int]:
+    def _ranked(
+        self, mask: NDArray[np.bool_], raws: Sequence[tuple[float, NDArray[np.float64]]]
+    ) -> list[int]:
         """Best rows first: enough for the random subset and the alternates.
 
         Each weigher's values are min-max normalized over the passing rows
@@ -435,6 +579,7 @@ class SchedulerCore:
         ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds the same
         constant to every row, so only ``m / (hi - lo)`` matters for the
         order, and the built-in weighers are summed in one matrix product.
+        ``raws`` are the other weighers' (multiplier, values).
         """
         table = self.table
         n = table.n
@@ -447,7 +592,7 @@ class SchedulerCore:
         if passing < n * self.compress_below or want > 16:
             # a selective request (a zone, a trait ...), or a long list wanted:
             # weigh only the passing rows, and sort them
-            return self._ranked_among(np.flatnonzero(mask), ctx)
+            return self._ranked_among(np.flatnonzero(mask), raws)
         penalty: NDArray[np.float64] | None = None
 
         def penalized() -> NDArray[np.float64]:
@@ -459,11 +604,9 @@ class SchedulerCore:
 
         multipliers = self._matrix_multipliers
         if multipliers:
+            matrix = table.weigh_matrix[:, :n]
+            rows, _ = table.extremes()
             k = len(multipliers)
-            matrix = table.weigh_matrix[:k, :n]
-            # one call per row: faster than one call over axis 1 of the 2-D view
-            his = [int(view.argmax()) for view in table.hi_view[:k, :n]]
-            los = [int(view.argmin()) for view in table.lo_view[:k, :n]]
             coefs: list[float] = []
             for j, multiplier in enumerate(multipliers):
                 # The extreme over the rows that pass the row-local filters is
@@ -471,23 +614,20 @@ class SchedulerCore:
                 # rest too, the common case; otherwise take it again with every
                 # failed row out of reach.
                 column = matrix[j]
-                row = his[j]
+                row = rows[j]
                 hi = float(column[row] if mask[row] else (column - penalized()).max())
-                row = los[j]
+                row = rows[k + j]
                 lo = float(column[row] if mask[row] else (column + penalized()).min())
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
-            scores = np.array(coefs) @ matrix
-            scores -= table.base_penalty[:n]
+            coefs.append(-1.0)  # the base penalty row
+            scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
-            scores = np.zeros(n, dtype=np.float64)
-        for weigher in self._other_weighers:
-            raw = weigher.weigh_all(table, ctx)
-            if raw is None:
-                continue
+            scores = -table.base_penalty[:n]
+        for multiplier, raw in raws:
             w_lo = float(raw.min(where=mask, initial=np.inf))
             w_hi = float(raw.max(where=mask, initial=-np.inf))
             if w_hi > w_lo:
-                scores += (weigher.multiplier / (w_hi - w_lo)) * raw
+                scores += (multiplier / (w_hi - w_lo)) * raw
         top: list[int] = []
         pushed_out = False
         while len(top) < want:
@@ -504,16 +644,20 @@ class SchedulerCore:
             scores[best] = -np.inf
         return top
 
-    def _ranked_among(self, rows: NDArray[np.intp], ctx: PlacementContext) -> list[int]:
+    def _ranked_among(
+        self, rows: NDArray[np.intp], raws: Sequence[tuple[float, NDArray[np.float64]]]
+    ) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
 
-        Same weights, same order, same ties (lowest row first); cheaper when
-        few rows pass, since nothing has to be pushed out of reach.
+        Same weights and ties (lowest row first); cheaper when few rows
+        pass, since nothing has to be pushed out of reach. The matrix
+        product may round a score's last bit unlike the full table's, so
+        only hosts whose scores differ by about 1e-16 could swap places.
         """
         table = self.table
         multipliers = self._matrix_multipliers
         if multipliers:
-            sub = table.weigh_matrix[: len(multipliers)].take(rows, axis=1)
+            sub = table.weigh_matrix.take(rows, axis=1)
             los = sub.min(axis=1).tolist()
             his = sub.max(axis=1).tolist()
             coefs = [
@@ -523,15 +667,12 @@ class SchedulerCore:
             scores = np.array(coefs) @ sub
         else:
             scores = np.zeros(rows.size, dtype=np.float64)
-        for weigher in self._other_weighers:
-            raw = weigher.weigh_all(table, ctx)
-            if raw is None:
-                continue
+        for multiplier, raw in raws:
             values = raw[rows]
             w_lo = float(values.min())
             w_hi = float(values.max())
             if w_hi > w_lo:
-                scores += (weigher.multiplier / (w_hi - w_lo)) * values
+                scores += (multiplier / (w_hi - w_lo)) * values
         want = self.config.host_subset_size + self.config.max_attempts - 1
         if want <= 16:
             top: list[int] = []

@@ -58,17 +58,15 @@ _FLOAT_COLUMNS = ("reported_at",)
 # What is left for a claim, with the allocation ratios applied: the three
 # resource filters are one comparison over this (3, capacity) array.
 HEADROOM_COLUMNS = ("ram_headroom", "cpu_headroom", "disk_headroom")
-# Derived columns the built-in weighers read. They live as the rows of one
-# 2-D array (``weigh_matrix``) so that normalizing and summing every weigher
-# is a couple of NumPy calls over the matrix instead of several per weigher.
+# Derived columns the built-in weighers read. The ones in use are rows of the
+# table's ``score_matrix`` so that scoring every host is one matrix product.
+WEIGH_COLUMNS = ("free_ram", "vcpu_headroom", "free_disk", "num_io_ops", "num_instances")
 # Subtracted from the scores (added to the minimum's candidates) of rows that
 # must not win: far beyond any real figure, yet finite so sums stay ordered.
 OUT_OF_REACH = 1e300
-WEIGH_COLUMNS = ("free_ram", "vcpu_headroom", "free_disk", "num_io_ops", "num_instances")
-# A row with no host (or one the row-local filters reject, for the views):
-# no headroom, zero figures, out of reach of every extreme and every score.
-_DERIVED_EMPTY = [-np.inf] * 3 + [0.0] * len(WEIGH_COLUMNS) + [OUT_OF_REACH]
-_VIEWS_FAILED = [-np.inf] * len(WEIGH_COLUMNS) + [np.inf] * len(WEIGH_COLUMNS)
+# More rows changed than this since the weigher extremes were found: find them
+# again with one pass per column instead of checking each changed row.
+_DIRTY_LIMIT = 16
 
 
 class HostTable:
@@ -84,12 +82,21 @@ class HostTable:
         cpu_ratio: float,
         disk_ratio: float,
         weigh_columns: tuple[str, ...] = WEIGH_COLUMNS,
+        in_use: int = len(WEIGH_COLUMNS),
     ) -> None:
         if sorted(weigh_columns) != sorted(WEIGH_COLUMNS):
             raise ValueError(f"weigh_columns must order {WEIGH_COLUMNS}, got {weigh_columns}")
-        # the engine puts the weighers in use first, so it can slice the matrix
+        if not 0 <= in_use <= len(WEIGH_COLUMNS):
+            raise ValueError(f"in_use must be 0..{len(WEIGH_COLUMNS)}, got {in_use}")
+        # The engine puts the weighers in use first; only those are scored.
         self.weigh_columns = weigh_columns
+        self.in_use = in_use
         self._weigh_order = [WEIGH_COLUMNS.index(name) for name in weigh_columns]
+        w = len(WEIGH_COLUMNS)
+        # A row with no host, or one the row-local filters reject: no headroom,
+        # zero figures, out of reach of every extreme and every score.
+        self._derived_empty = [-np.inf] * 3 + [0.0] * in_use + [OUT_OF_REACH] + [0.0] * (w - in_use)
+        self._views_failed = [-np.inf] * in_use + [np.inf] * in_use
         self.ram_ratio = ram_ratio
         self.cpu_ratio = cpu_ratio
         self.disk_ratio = disk_ratio
@@ -117,19 +124,32 @@ class HostTable:
         self.max_instances: float = np.inf
         self.max_io_ops: float = np.inf
         self.floats: dict[str, NDArray[np.float64]] = {}
-        self.derived: NDArray[np.float64] = np.zeros((len(_DERIVED_EMPTY), 0))
-        self.views: NDArray[np.float32] = np.zeros((len(_VIEWS_FAILED), 0), dtype=np.float32)
-        self.weigh_matrix: NDArray[np.float64] = np.zeros((len(WEIGH_COLUMNS), 0))
+        # A row is ``stale`` once its last report is older than service_down_time
+        # (the engine marks it); it fails row_ok until its next report.
+        self.stale: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self.derived: NDArray[np.float64] = np.zeros((len(self._derived_empty), 0))
+        self.views: NDArray[np.float32] = np.zeros((len(self._views_failed), 0), dtype=np.float32)
+        # The weigher columns in use, and the same with base_penalty as its last
+        # row: ``coefs @ score_matrix`` with coefficient -1 for that last row
+        # scores every host and pushes the failed ones out of reach in one call.
+        self.weigh_matrix: NDArray[np.float64] = np.zeros((in_use, 0))
+        self.score_matrix: NDArray[np.float64] = np.zeros((in_use + 1, 0))
         self.headroom: NDArray[np.float64] = np.zeros((len(HEADROOM_COLUMNS), 0))
         # The weigher matrix as the row-local filters see it: rows that fail
         # them (disabled, full, removed) are -inf in hi_view and +inf in
         # lo_view, so an argmax/argmin finds the extreme among the rest.
         # float32 is enough to find the row (whole MB/GB below 2**24 are exact);
         # its exact value is then read from weigh_matrix.
-        self.hi_view: NDArray[np.float32] = np.zeros((len(WEIGH_COLUMNS), 0), dtype=np.float32)
-        self.lo_view: NDArray[np.float32] = np.zeros((len(WEIGH_COLUMNS), 0), dtype=np.float32)
+        self.hi_view: NDArray[np.float32] = np.zeros((in_use, 0), dtype=np.float32)
+        self.lo_view: NDArray[np.float32] = np.zeros((in_use, 0), dtype=np.float32)
         # 0.0 for rows that pass the row-local filters, OUT_OF_REACH for the rest
         self.base_penalty: NDArray[np.float64] = np.zeros(0, dtype=np.float64)
+        # Rows holding each column's highest (then lowest) view value, kept
+        # across requests: a row change is checked against them, not rescanned.
+        self._extremes: list[int] | None = None
+        self._extreme_values: list[float] = []
+        self._extreme_figures: dict[int, list[float]] = {}  # row -> its derived figures
+        self._dirty: list[int] = []
         self._grow(64)
 
     # -- rows -------------------------------------------------------------
@@ -150,6 +170,7 @@ class HostTable:
         self.zone = grown(self.zone)  # type: ignore[assignment]
         self.traits = grown(self.traits)  # type: ignore[assignment]
         self.row_ok = grown(self.row_ok)  # type: ignore[assignment]
+        self.stale = grown(self.stale)  # type: ignore[assignment]
         self.raw = grown(self.raw)  # type: ignore[assignment]
         for index, name in enumerate(_INT_COLUMNS):
             self.ints[name] = self.raw[:, index]  # a view: writes land in raw
@@ -157,9 +178,9 @@ class HostTable:
             self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)))  # type: ignore[assignment]
         # Everything refresh() derives lives in two arrays, one row each, so
         # that refreshing a host is two writes, not one per figure.
-        derived = np.zeros((len(_DERIVED_EMPTY), capacity), dtype=np.float64)
+        derived = np.zeros((len(self._derived_empty), capacity), dtype=np.float64)
         derived[:, :old] = self.derived[:, :old]
-        views = np.zeros((len(_VIEWS_FAILED), capacity), dtype=np.float32)
+        views = np.zeros((len(self._views_failed), capacity), dtype=np.float32)
         views[:, :old] = self.views[:, :old]
         self._bind(derived, views)
         self.name_of.extend([None] * (capacity - old))
@@ -169,17 +190,19 @@ class HostTable:
     def _bind(self, derived: NDArray[np.float64], views: NDArray[np.float32]) -> None:
         self.derived = derived
         self.views = views
-        k = len(HEADROOM_COLUMNS)
-        w = len(WEIGH_COLUMNS)
-        self.headroom = derived[:k]
-        self.weigh_matrix = derived[k : k + w]
-        self.base_penalty = derived[k + w]
-        self.hi_view = views[:w]
-        self.lo_view = views[w:]
+        h = len(HEADROOM_COLUMNS)
+        k = self.in_use
+        # rows: headroom, weigher columns in use, base_penalty, the other weighers
+        self.headroom = derived[:h]
+        self.weigh_matrix = derived[h : h + k]
+        self.score_matrix = derived[h : h + k + 1]
+        self.base_penalty = derived[h + k]
+        self.hi_view = views[:k]
+        self.lo_view = views[k:]
         for index, name in enumerate(HEADROOM_COLUMNS):
             self.floats[name] = self.headroom[index]  # views: writes land in derived
         for index, name in enumerate(self.weigh_columns):
-            self.floats[name] = self.weigh_matrix[index]
+            self.floats[name] = derived[h + index if index < k else h + index + 1]
 
     def add_row(self, host: str) -> int:
         """Give ``host`` a row (reusing a freed one) and return it."""
@@ -193,8 +216,8 @@ class HostTable:
             row = self.n
             self.n += 1
             # a fresh row is as a removed one until the host's figures land
-            self.derived[:, row] = _DERIVED_EMPTY
-            self.views[:, row] = _VIEWS_FAILED
+            self.derived[:, row] = self._derived_empty
+            self.views[:, row] = self._views_failed
             self.zone[row] = -1
             for name in _FLOAT_COLUMNS:
                 self.floats[name][row] = -np.inf
@@ -216,11 +239,13 @@ class HostTable:
         self.zone[row] = -1
         self.traits[row] = 0
         self.row_ok[row] = False
+        self.stale[row] = False
         self.raw[row] = 0
         for name in _FLOAT_COLUMNS:
             self.floats[name][row] = -np.inf
-        self.derived[:, row] = _DERIVED_EMPTY
-        self.views[:, row] = _VIEWS_FAILED
+        self.derived[:, row] = self._derived_empty
+        self.views[:, row] = self._views_failed
+        self._changed(row)
         self._free_rows.append(row)
         self.count -= 1
 
@@ -321,22 +346,82 @@ class HostTable:
             num_instances,
         )
         ordered = [figures[i] for i in self._weigh_order]
+        k = self.in_use
         ok = (
             self.active[row]
+            and not self.stale[row]
             and (self.enabled[row] or not self.check_enabled)
             and num_instances < self.max_instances
             and num_io_ops < self.max_io_ops
         )
         self.row_ok[row] = ok
-        # derived rows: HEADROOM_COLUMNS, the weigher matrix, the base penalty
+        # derived rows: headroom, weigher columns in use, base penalty, the rest
         self.derived[:, row] = [
             usable_mem * self.ram_ratio - used_mem,
             cpu_headroom,
             disk_total * self.disk_ratio - used_disk,
-            *ordered,
+            *ordered[:k],
             0.0 if ok else OUT_OF_REACH,
+            *ordered[k:],
         ]
-        self.views[:, row] = ordered + ordered if ok else _VIEWS_FAILED
+        self.views[:, row] = ordered[:k] * 2 if ok else self._views_failed
+        self._changed(row)
+
+    def _changed(self, row: int) -> None:
+        """Note that ``row``'s view values changed, for :meth:`extremes`."""
+        if self._extremes is not None:
+            dirty = self._dirty
+            dirty.append(row)
+            if len(dirty) > _DIRTY_LIMIT:
+                self._extremes = None
+                dirty.clear()
+
+    def extremes(self) -> tuple[list[int], list[list[float]]]:
+        """Rows holding each weigher column's highest, then each one's lowest, view value.
+
+        Over the rows that pass ``row_ok`` (the views put the others out of
+        reach); a returned row that fails ``row_ok`` means no row passes.
+        Also returns each of those rows' ``derived`` figures (headroom, then
+        the weigher columns in use), so a caller reads no array for them.
+
+        Kept across calls: a changed row is compared with the kept extremes,
+        and a column is scanned again only when its extreme row moved away
+        from the extreme, or after many changes (bulk reports).
+        """
+        n = self.n
+        k = self.in_use
+        views = self.views
+        derived = self.derived
+        rows = self._extremes
+        figures = self._extreme_figures
+        if rows is None:
+            rows = [int(v.argmax()) for v in self.hi_view[:, :n]]
+            rows += [int(v.argmin()) for v in self.lo_view[:, :n]]
+            self._extremes = rows
+            self._extreme_values = views[np.arange(2 * k), rows].tolist()
+            self._extreme_figures = figures = {r: derived[:, r].tolist() for r in rows}
+            self._dirty.clear()
+        elif self._dirty:
+            values = self._extreme_values
+            for row in self._dirty:
+                now = views[:, row].tolist()
+                for j in range(2 * k):
+                    v = now[j]
+                    best = values[j]
+                    if (v > best) if j < k else (v < best):
+                        rows[j] = row
+                        values[j] = v
+                    elif rows[j] == row and v != best:  # the extreme row fell back: scan
+                        view = views[j, :n]
+                        rows[j] = r = int(view.argmax() if j < k else view.argmin())
+                        values[j] = float(view[r])
+                        figures[r] = derived[:, r].tolist()
+                if row in rows:
+                    figures[row] = derived[:, row].tolist()
+            self._dirty.clear()
+            if len(figures) > 4 * k:
+                self._extreme_figures = figures = {r: figures[r] for r in rows}
+        return rows, [figures[r] for r in rows]
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         raw = self.raw[row].tolist()

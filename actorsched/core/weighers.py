@@ -25,7 +25,7 @@ from ..models import SchedulerConfig
 from .filters import PlacementContext
 from .table import HostTable
 
-__all__ = ["ColumnWeigher", "HostWeigher", "builtin_weighers"]
+__all__ = ["ColumnWeigher", "HostWeigher", "SoftGroupWeigher", "builtin_weighers"]
 
 FloatColumn = NDArray[np.float64]
 
@@ -83,7 +83,9 @@ class NumInstancesWeigher(ColumnWeigher):
     column = "num_instances"
 
 
-class _SoftGroupWeigher:
+class SoftGroupWeigher:
+    """Base of the server-group weighers: they weigh only requests of their policy."""
+
     policy = ""
     sign = 1.0
 
@@ -104,13 +106,13 @@ class _SoftGroupWeigher:
         return raw
 
 
-class ServerGroupSoftAffinityWeigher(_SoftGroupWeigher):
+class ServerGroupSoftAffinityWeigher(SoftGroupWeigher):
     """More group members on a host -> higher weight."""
 
     policy = "soft-affinity"
 
 
-class ServerGroupSoftAntiAffinityWeigher(_SoftGroupWeigher):
+class ServerGroupSoftAntiAffinityWeigher(SoftGroupWeigher):
     """More group members on a host -> lower weight."""
 
     policy = "soft-anti-affinity"

@@ -1,0 +1,160 @@
+"""The unfiltered shortcut, the kept weigher extremes and the stale sweep change no placement."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from conftest import make_report
+
+from actorsched import HostReport, NoValidHost, RequestSpec, SchedulerConfig
+from actorsched.core import SchedulerCore
+from actorsched.core.filters import PlacementContext
+from actorsched.core.table import HostTable
+
+CONFIG = SchedulerConfig(
+    cpu_allocation_ratio=2.0,
+    # no signed sum of these is zero, so no two hosts tie by accident
+    cpu_weight_multiplier=math.sqrt(2) / 3,
+    disk_weight_multiplier=math.pi / 10,
+    io_ops_weight_multiplier=-math.e / 9,
+    service_down_time=30.0,
+    max_instances_per_host=6,
+)
+
+
+def _report(rng: random.Random, host: str, generation: int) -> HostReport:
+    return make_report(
+        host,
+        generation,
+        memory_mb=rng.randrange(2_048, 16_384),
+        memory_mb_used=rng.randrange(0, 2_048),
+        vcpus=rng.randrange(2, 16),
+        local_gb=rng.randrange(50, 500),
+        availability_zone=rng.choice(["az1", "az2"]),
+        num_io_ops=rng.randrange(0, 3),
+        enabled=rng.random() > 0.1,
+    )
+
+
+def _run(core: SchedulerCore, seed: int) -> list[object]:
+    """Requests (mostly with no zone or hints) mixed with reports, releases,
+    removals, hosts falling silent, and a clock that once goes back."""
+    rng = random.Random(seed)
+    generation = dict.fromkeys((f"h{i}" for i in range(40)), 0)
+    now = 0.0
+    for host in generation:
+        generation[host] += 1
+        core.update_host(_report(rng, host, generation[host]), now=now)
+    outcomes: list[object] = []
+    for k in range(400):
+        now += rng.choice([0.0, 0.5, 2.0])
+        if k == 250:
+            now -= 40.0  # an injected clock that went back: silent hosts count again
+        roll = rng.random()
+        if roll < 0.1:
+            # a few hosts keep reporting; the others fall silent and go stale
+            host = f"h{rng.randrange(20)}"
+            generation[host] += 1
+            core.update_host(_report(rng, host, generation[host]), now=now)
+        elif roll < 0.15 and k:
+            core.release(f"vm{rng.randrange(k)}-0", now=now)
+        elif roll < 0.16:
+            core.remove_host(f"h{rng.randrange(40)}", now=now)
+        spec = RequestSpec(
+            instance_uuids=[f"vm{k}-{i}" for i in range(rng.choice([1, 1, 3]))],
+            # big requests often do not fit the hosts that weigh best
+            memory_mb=12_000 if rng.random() < 0.05 else rng.choice([256, 512, 1_024, 2_048]),
+            vcpus=rng.randrange(1, 4),
+            disk_gb=rng.randrange(1, 100),
+            availability_zone="az1" if rng.random() < 0.1 else None,
+        )
+        try:
+            selections = core.select_destinations(spec, now=now)
+            outcomes.append([(s.host, tuple(s.alternates)) for s in selections])
+        except NoValidHost as exc:
+            outcomes.append(exc.filter_counts)
+    return outcomes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_shortcut_places_exactly_as_the_full_mask(seed: int) -> None:
+    plain = SchedulerCore(CONFIG)
+    plain.shortcut = False
+    fast = SchedulerCore(CONFIG)
+    answered: list[bool] = []
+    unfiltered = fast._top_unfiltered
+
+    def spy(ctx: PlacementContext) -> list[int] | None:
+        top = unfiltered(ctx)
+        answered.append(top is not None)
+        return top
+
+    fast._top_unfiltered = spy  # type: ignore[method-assign]
+    a, b = _run(plain, seed), _run(fast, seed)
+    assert a == b
+    assert plain.digest() == fast.digest()
+    # both branches of the shortcut ran: answered, and handed over to the mask
+    assert answered.count(True) >= 20
+    assert answered.count(False) >= 1
+    assert any(isinstance(o, list) for o in a)
+    assert any(isinstance(o, dict) for o in a)
+
+
+def test_a_silent_host_is_skipped_until_it_reports_and_revives_if_the_clock_goes_back() -> None:
+    core = SchedulerCore(SchedulerConfig(service_down_time=60.0))
+    core.update_host(make_report("big", 1, memory_mb=65_536), now=0.0)
+    core.update_host(make_report("small", 1, memory_mb=4_096), now=50.0)
+    spec = RequestSpec(instance_uuids=["a"], memory_mb=512, vcpus=1, disk_gb=1)
+    assert core.select_destinations(spec, now=55.0)[0].host == "big"
+    core.release("a", now=55.0)
+    # "big" last reported 61 s before: stale, so the smaller host wins
+    assert core.select_destinations(spec, now=61.0)[0].host == "small"
+    core.release("a", now=61.0)
+    assert core.table.stale[core.table.row_of["big"]]
+    # a request stamped earlier (an injected clock) sees "big" fresh again
+    assert core.select_destinations(spec, now=59.0)[0].host == "big"
+    core.release("a", now=59.0)
+    # a new report makes it fresh at once
+    core.update_host(make_report("big", 2, memory_mb=65_536), now=195.0)
+    assert not core.table.stale[core.table.row_of["big"]]
+    assert core.select_destinations(spec, now=195.0)[0].host == "big"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kept_extremes_always_equal_a_fresh_scan(seed: int) -> None:
+    rng = random.Random(seed)
+    table = HostTable(1.0, 1.0, 1.0)
+    rows: list[int] = []
+    for step in range(2_000):
+        roll = rng.random()
+        if roll < 0.3 or not rows:
+            row = table.add_row(f"h{step}")
+            rows.append(row)
+        elif roll < 0.35:
+            row = rows.pop(rng.randrange(len(rows)))
+            table.remove_row(row)
+            continue
+        else:
+            row = rng.choice(rows)
+        table.enabled[row] = rng.random() > 0.1
+        # few distinct values, so ties and moving extremes are common
+        table.set_reported(
+            row,
+            (step, 8, 0, rng.randrange(0, 8), 4, rng.randrange(0, 5), 6, 0, rng.randrange(3), 0),
+        )
+        if rng.random() < 0.7:
+            continue  # let several changes pile up before the next look
+        got, figures = table.extremes()
+        n = table.n
+        k = table.in_use
+        for j in range(k):
+            hi = table.hi_view[j, :n]
+            lo = table.lo_view[j, :n]
+            assert hi[got[j]] == hi.max()
+            assert lo[got[k + j]] == lo.min()
+        for r, figs in zip(got, figures, strict=True):
+            assert figs == table.derived[:, r].tolist()
+    assert np.isfinite(table.derived).any()
