@@ -44,8 +44,7 @@ class Claim:
     @property
     def selection(self) -> Selection:
         """The answer this claim gave: host and alternates, as first chosen."""
-        # built from values the engine checked: no need to validate them again
-        return Selection.model_construct(
+        return Selection(
             instance_uuid=self.instance_uuid, host=self.host, alternates=list(self.alternates)
         )
 

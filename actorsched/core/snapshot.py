@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..models import HostReport, Selection
 from .engine import SchedulerCore
 from .ledger import Claim
 
-__all__ = ["ClaimImage", "CoreImage", "CreditImage", "HostImage", "capture"]
+__all__ = ["ClaimImage", "CoreImage", "CreditImage", "capture"]
 
 # raw table columns a host report sets: column -> HostReport field
 _REPORTED = (
@@ -44,15 +43,9 @@ _REPORTED = (
 
 
 @dataclass(frozen=True, slots=True)
-class HostImage:
-    """A host as a report that rebuilds it, and when that report was applied."""
-
-    report: HostReport
-    reported_at: float
-
-
-@dataclass(frozen=True, slots=True)
 class ClaimImage:
+    """A live claim as a snapshot keeps it; its fields name the claim columns."""
+
     instance_uuid: str
     host: str
     memory_mb: int
@@ -61,7 +54,7 @@ class ClaimImage:
     group_id: str | None
     created_at: float
     confirmed: bool
-    selection: Selection
+    alternates: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,41 +84,39 @@ class CoreImage:
     claims: list[tuple[Claim, bool]]
     released: dict[int, dict[str, tuple[int, int, int]]]
 
-    def hosts(self) -> list[HostImage]:
-        """Every host as the report that rebuilds it (its last applied figures)."""
+    def host_columns(self) -> dict[str, list[Any]]:
+        """Every host as the report that rebuilds it, in columns named as
+        ``HostReport``'s fields, plus ``reported_at``; in row order."""
         empty: frozenset[str] = frozenset()
-        images = []
-        for row in self.rows:
-            fields: dict[str, Any] = {
-                field: int(self.columns[col][row]) for col, field in _REPORTED
-            }
-            zid = int(self.zone[row])
-            report = HostReport.model_construct(
-                host=self.names[row] or "",
-                availability_zone=self.zone_names[zid] if zid >= 0 else None,
-                enabled=bool(self.enabled[row]),
-                traits=list(self.host_traits[row]),
-                instances=sorted(self.listed.get(row, empty)),
-                **fields,
-            )
-            images.append(HostImage(report, float(self.reported_at[row])))
-        return images
+        rows = self.rows
+        index = np.asarray(rows, dtype=np.intp)
+        columns: dict[str, list[Any]] = {
+            field: self.columns[col][index].tolist() for col, field in _REPORTED
+        }
+        zone_names = [*self.zone_names, None]  # zone id -1: none
+        columns["host"] = [self.names[row] or "" for row in rows]
+        columns["availability_zone"] = [zone_names[z] for z in self.zone[index].tolist()]
+        columns["enabled"] = self.enabled[index].tolist()
+        columns["traits"] = [list(self.host_traits[row]) for row in rows]
+        columns["instances"] = [sorted(self.listed.get(row, empty)) for row in rows]
+        columns["reported_at"] = self.reported_at[index].tolist()
+        return columns
 
-    def claim_images(self) -> list[ClaimImage]:
-        return [
-            ClaimImage(
-                c.instance_uuid,
-                self.names[c.row] or "",
-                c.memory_mb,
-                c.vcpus,
-                c.disk_gb,
-                c.group_id,
-                c.created_at,
-                confirmed,
-                c.selection,
-            )
-            for c, confirmed in self.claims
-        ]
+    def claim_columns(self) -> dict[str, list[Any]]:
+        """Every live claim, in columns named as :class:`ClaimImage`'s fields."""
+        claims = self.claims
+        names = self.names
+        return {
+            "instance_uuid": [c.instance_uuid for c, _ in claims],
+            "host": [names[c.row] or "" for c, _ in claims],
+            "memory_mb": [c.memory_mb for c, _ in claims],
+            "vcpus": [c.vcpus for c, _ in claims],
+            "disk_gb": [c.disk_gb for c, _ in claims],
+            "group_id": [c.group_id for c, _ in claims],
+            "created_at": [c.created_at for c, _ in claims],
+            "confirmed": [confirmed for _, confirmed in claims],
+            "alternates": [c.alternates for c, _ in claims],
+        }
 
     def credits(self) -> list[CreditImage]:
         return [

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import queue
@@ -349,21 +350,20 @@ class SqliteJournal:
         written = snapshots = 0
         try:
             conn.execute("BEGIN IMMEDIATE")
+            rows: list[tuple[int, str, float, str, int]] = []
             for item in items:
-                rows = []
                 for record in records_of(item.batch):
                     crc = zlib.crc32(record.body.encode())
                     rows.append((seq, record.kind, record.now, record.body, crc))
                     seq += 1
-                if rows:
-                    conn.executemany(
-                        "INSERT INTO records (seq, kind, now, body, crc) VALUES (?, ?, ?, ?, ?)",
-                        rows,
-                    )
-                    written += len(rows)
                 if item.image is not None:
+                    self._insert(conn, rows)
+                    written += len(rows)
+                    rows = []
                     self._write_snapshot(conn, item.image, seq - 1)
                     snapshots += 1
+            self._insert(conn, rows)
+            written += len(rows)
             conn.execute("COMMIT")
         except Exception as exc:
             with contextlib.suppress(sqlite3.Error):
@@ -382,6 +382,24 @@ class SqliteJournal:
         self.stats.records += written
         self.stats.snapshots += snapshots
         return None
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, rows: list[tuple[int, str, float, str, int]]) -> None:
+        """Insert ``rows`` with one statement.
+
+        ``executemany`` would step SQLite once per row, and each step lets go
+        of the GIL and must win it back from the owner, which is busy applying
+        the next batch: one JSON array (floats round-trip exactly) makes the
+        whole insert a single step.
+        """
+        if rows:
+            conn.execute(
+                "INSERT INTO records (seq, kind, now, body, crc) SELECT"
+                " json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
+                " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
+                " json_extract(value, '$[4]') FROM json_each(?)",
+                (json.dumps(rows),),
+            )
 
     def _write_snapshot(self, conn: sqlite3.Connection, image: CoreImage, seq: int) -> None:
         body = encode(image)
