@@ -203,7 +203,7 @@ class SchedulerCore:
         if isinstance(command, UpdateHost):
             return self.update_host(command.report, now)
         if isinstance(command, UpdateHosts):
-            return [self.update_host(report, now) for report in command.reports]
+            return self.update_hosts(command.reports, now)
         if isinstance(command, Release):
             return self.release(command.instance_uuid, now)
         if isinstance(command, RemoveHost):
@@ -247,6 +247,70 @@ class SchedulerCore:
         )
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
+
+    def update_hosts(self, reports: Sequence[HostReport], now: float) -> list[bool]:
+        """:meth:`update_host` for each report in order, the figures written in one go.
+
+        A report of a host with claims, credits or listed instances (before
+        or now) goes through :meth:`update_host`; so does every report of a
+        batch that names a host twice. For the rest (most reports of a large
+        fleet) the rows' figures are written and derived with a few NumPy
+        calls over the whole batch: the same state, about ten times cheaper.
+        """
+        table = self.table
+        hosts = [report.host for report in reports]
+        if len(reports) < 8 or len(set(hosts)) != len(hosts):
+            return [self.update_host(report, now) for report in reports]
+        row_of = table.row_of
+        known = [row_of.get(host) for host in hosts]
+        seen = [row for row in known if row is not None]
+        generations = dict(zip(seen, table.raw[seen, 0].tolist(), strict=True))
+        listed = self._listed
+        claimed = self.ledger.by_row
+        credited = self.ledger.released
+        applied: list[bool] = []
+        rows: list[int] = []
+        figures: list[tuple[int, ...]] = []
+        enabled: list[bool] = []
+        zones: list[int] = []
+        for report, row in zip(reports, known, strict=True):
+            if row is not None:
+                if report.generation <= generations[row]:
+                    applied.append(False)
+                    continue
+                if row in listed or row in claimed or row in credited:
+                    applied.append(self.update_host(report, now))
+                    continue
+            if report.instances:
+                applied.append(self.update_host(report, now))
+                continue
+            if row is None:
+                row = table.add_row(report.host)
+            if tuple(report.traits) != table.host_traits[row]:
+                table.set_traits(row, report.traits)
+            rows.append(row)
+            figures.append(
+                (
+                    report.generation,
+                    report.memory_mb,
+                    report.memory_mb_reserved,
+                    report.memory_mb_used,
+                    report.vcpus,
+                    report.vcpus_used,
+                    report.local_gb,
+                    report.local_gb_used,
+                    report.num_io_ops,
+                    0,  # listed instances: none
+                )
+            )
+            enabled.append(report.enabled)
+            zones.append(table.zone_id(report.availability_zone, create=True))
+            applied.append(True)
+        if rows:
+            table.set_reported_many(rows, figures, enabled, zones, now)
+            if now < self._oldest:
+                self._oldest = now
+        return applied
 
     def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:
         """Settle claims and release credits on ``row`` against what its report lists."""
@@ -525,10 +589,10 @@ class SchedulerCore:
                         return None
             coefs: list[float] = []
             for j, multiplier in enumerate(multipliers):
-                hi = figures[j][3 + j]  # the weigher columns follow the 3 headroom rows
-                lo = figures[k + j][3 + j]
+                hi = figures[j][4 + j]  # after 3 headroom rows and the penalty
+                lo = figures[k + j][4 + j]
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
-            coefs.append(-1.0)  # the base penalty row
+            coefs.insert(0, -1.0)  # the base penalty row
             scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
             scores = -table.base_penalty[:n]
@@ -619,7 +683,7 @@ class SchedulerCore:
                 row = rows[k + j]
                 lo = float(column[row] if mask[row] else (column + penalized()).min())
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
-            coefs.append(-1.0)  # the base penalty row
+            coefs.insert(0, -1.0)  # the base penalty row
             scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
             scores = -table.base_penalty[:n]

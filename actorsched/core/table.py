@@ -95,7 +95,7 @@ class HostTable:
         w = len(WEIGH_COLUMNS)
         # A row with no host, or one the row-local filters reject: no headroom,
         # zero figures, out of reach of every extreme and every score.
-        self._derived_empty = [-np.inf] * 3 + [0.0] * in_use + [OUT_OF_REACH] + [0.0] * (w - in_use)
+        self._derived_empty = [-np.inf] * 3 + [OUT_OF_REACH] + [0.0] * w
         self._views_failed = [-np.inf] * in_use + [np.inf] * in_use
         self.ram_ratio = ram_ratio
         self.cpu_ratio = cpu_ratio
@@ -129,8 +129,8 @@ class HostTable:
         self.stale: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.derived: NDArray[np.float64] = np.zeros((len(self._derived_empty), 0))
         self.views: NDArray[np.float32] = np.zeros((len(self._views_failed), 0), dtype=np.float32)
-        # The weigher columns in use, and the same with base_penalty as its last
-        # row: ``coefs @ score_matrix`` with coefficient -1 for that last row
+        # The weigher columns in use, and the same after base_penalty as its
+        # first row: ``coefs @ score_matrix`` with coefficient -1 for that row
         # scores every host and pushes the failed ones out of reach in one call.
         self.weigh_matrix: NDArray[np.float64] = np.zeros((in_use, 0))
         self.score_matrix: NDArray[np.float64] = np.zeros((in_use + 1, 0))
@@ -192,17 +192,17 @@ class HostTable:
         self.views = views
         h = len(HEADROOM_COLUMNS)
         k = self.in_use
-        # rows: headroom, weigher columns in use, base_penalty, the other weighers
+        # rows: headroom, base_penalty, the weigher columns (those in use first)
         self.headroom = derived[:h]
-        self.weigh_matrix = derived[h : h + k]
-        self.score_matrix = derived[h : h + k + 1]
-        self.base_penalty = derived[h + k]
+        self.base_penalty = derived[h]
+        self.score_matrix = derived[h : h + 1 + k]
+        self.weigh_matrix = derived[h + 1 : h + 1 + k]
         self.hi_view = views[:k]
         self.lo_view = views[k:]
         for index, name in enumerate(HEADROOM_COLUMNS):
             self.floats[name] = self.headroom[index]  # views: writes land in derived
         for index, name in enumerate(self.weigh_columns):
-            self.floats[name] = derived[h + index if index < k else h + index + 1]
+            self.floats[name] = derived[h + 1 + index]
 
     def add_row(self, host: str) -> int:
         """Give ``host`` a row (reusing a freed one) and return it."""
@@ -355,17 +355,105 @@ class HostTable:
             and num_io_ops < self.max_io_ops
         )
         self.row_ok[row] = ok
-        # derived rows: headroom, weigher columns in use, base penalty, the rest
+        # derived rows: headroom, base penalty, weigher columns
         self.derived[:, row] = [
             usable_mem * self.ram_ratio - used_mem,
             cpu_headroom,
             disk_total * self.disk_ratio - used_disk,
-            *ordered[:k],
             0.0 if ok else OUT_OF_REACH,
-            *ordered[k:],
+            *ordered,
         ]
-        self.views[:, row] = ordered[:k] * 2 if ok else self._views_failed
+        if not ok:
+            self.views[:, row] = self._views_failed
+        elif k == len(ordered):
+            self.views[:, row] = ordered * 2
+        else:
+            self.views[:, row] = ordered[:k] * 2
         self._changed(row)
+
+    def set_reported_many(
+        self,
+        rows: list[int],
+        figures: list[tuple[int, ...]],
+        enabled: list[bool],
+        zones: list[int],
+        reported_at: float,
+    ) -> None:
+        """:meth:`set_reported` for many distinct rows at once, with their
+        ``enabled`` flags and zone ids; the rows are fresh (not stale) again."""
+        index = np.asarray(rows, dtype=np.intp)
+        self.raw[index, REPORTED] = figures
+        self.floats["reported_at"][index] = reported_at
+        self.enabled[index] = enabled
+        self.zone[index] = zones
+        self.stale[index] = False
+        self.refresh_many(index)
+
+    def refresh_many(self, index: NDArray[np.intp]) -> None:
+        """:meth:`refresh` of every row in ``index`` (distinct), in whole-array steps.
+
+        The same arithmetic in the same order as :meth:`refresh` (int64 sums,
+        then float64 products), so the figures are the same to the last bit.
+        """
+        (
+            _generation,
+            mem_total,
+            mem_reserved,
+            mem_used,
+            vcpus_total,
+            vcpus_used,
+            disk_total,
+            disk_used,
+            io_ops,
+            reported,
+            claimed_mem,
+            claimed_vcpus,
+            claimed_disk,
+            assumed,
+            released_mem,
+            released_vcpus,
+            released_disk,
+            released,
+        ) = self.raw[index].T
+        usable_mem = mem_total - mem_reserved
+        used_mem = mem_used + claimed_mem - released_mem
+        used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
+        used_disk = disk_used + claimed_disk - released_disk
+        num_instances = reported + assumed - released
+        num_io_ops = io_ops + assumed
+        cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
+        figures = (
+            usable_mem - used_mem,
+            cpu_headroom,
+            disk_total - used_disk,
+            num_io_ops,
+            num_instances,
+        )
+        ordered = [figures[i] for i in self._weigh_order]
+        ok = self.active[index] & ~self.stale[index]
+        if self.check_enabled:
+            ok &= self.enabled[index]
+        ok &= num_instances < self.max_instances
+        ok &= num_io_ops < self.max_io_ops
+        self.row_ok[index] = ok
+        self.derived[:, index] = [
+            usable_mem * self.ram_ratio - used_mem,
+            cpu_headroom,
+            disk_total * self.disk_ratio - used_disk,
+            np.where(ok, 0.0, OUT_OF_REACH),
+            *ordered,
+        ]
+        k = self.in_use
+        if k:
+            failed = np.array(self._views_failed, dtype=np.float32)[:, None]
+            self.views[:, index] = np.where(ok, ordered[:k] * 2, failed)
+        if self._extremes is not None:
+            if index.size > _DIRTY_LIMIT:
+                self._extremes = None
+                self._dirty.clear()
+            else:
+                for row in index.tolist():
+                    self._changed(row)
 
     def _changed(self, row: int) -> None:
         """Note that ``row``'s view values changed, for :meth:`extremes`."""
