@@ -129,6 +129,10 @@ class RequiredTraitsFilter:
         except KeyError:  # a trait no host ever reported: nobody has it
             return np.zeros(table.n, dtype=np.bool_)
         have = table.traits[: table.n]
+        if want.size == 1:  # up to 64 traits known: one word per host, no reduction
+            word = want[0]
+            one: BoolColumn = (have[:, 0] & word) == word
+            return one
         passed: BoolColumn = np.all((have & want) == want, axis=1)
         return passed
 
@@ -143,6 +147,9 @@ class ForbiddenTraitsFilter:
         if not known:
             return None
         deny = table.trait_mask(known, create=False)
+        if deny.size == 1:
+            none: BoolColumn = (table.traits[: table.n, 0] & deny[0]) == 0
+            return none
         passed: BoolColumn = np.all((table.traits[: table.n] & deny) == 0, axis=1)
         return passed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import make_config, make_core, make_report, make_spec
+from conftest import make_config, make_core, make_report, make_spec, ram_only_config
 
 from actorsched import NoValidHost, RequestSpec
 from actorsched.core import SchedulerCore
@@ -116,6 +116,26 @@ def test_forbidden_unknown_trait_forbids_nothing() -> None:
     core = make_core()
     _hosts(core, "h1", traits=["SSD"])
     assert _placed(core, make_spec("a", forbidden_traits=["NEVER_REPORTED"])) == ["h1"]
+
+
+@pytest.mark.parametrize("known", [3, 70, 130])  # one, two and three 64-bit words per host
+def test_traits_past_64_bits(known: int) -> None:
+    core = make_core(ram_only_config())  # most free RAM wins: none, then odd, then all
+    names = [f"T{i:03d}" for i in range(known)]
+    core.update_host(make_report("all", 1, traits=names, memory_mb=2048), now=0.0)
+    core.update_host(make_report("odd", 1, traits=names[1::2], memory_mb=4096), now=0.0)
+    core.update_host(make_report("none", 1, memory_mb=8192), now=0.0)
+    last = names[-1]  # in the highest word; "odd" has it when its index is odd
+    assert _placed(core, make_spec("a", required_traits=[last])) == (
+        ["odd"] if (known - 1) % 2 else ["all"]
+    )
+    assert _placed(core, make_spec("b", required_traits=[names[0], last])) == ["all"]
+    assert _placed(core, make_spec("c", forbidden_traits=[names[1]])) == ["none"]
+    assert _placed(core, make_spec("d", forbidden_traits=[last, names[2]])) == ["none"]
+    assert _refused(core, make_spec("e", required_traits=names, forbidden_traits=[last])) == {
+        "RequiredTraitsFilter": 2,
+        "ForbiddenTraitsFilter": 1,
+    }
 
 
 def test_traits_follow_the_latest_report() -> None:
