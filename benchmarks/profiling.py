@@ -24,8 +24,9 @@ _BUCKETS: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     (
         "engine: filter/weigh loop (numpy)",
         "actorsched/core/engine.py",
-        frozenset({"_passing", "_ranked", "_ignored"}),
+        frozenset({"_top", "_top_unfiltered", "_passing", "_ranked", "_ranked_among", "_ignored"}),
     ),
+    ("engine: filter/weigh loop (numpy)", "actorsched/core/table.py", frozenset({"extremes"})),
     ("engine: claims and bookkeeping", "actorsched/core/", None),
     ("actor and facade", "actorsched/actor.py", None),
     ("actor and facade", "actorsched/scheduler.py", None),
