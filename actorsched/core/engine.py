@@ -579,13 +579,13 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             k = len(multipliers)
-            rows, figures = table.extremes()
-            if not table.row_ok[rows[0]]:
-                return []  # no row passes the row-local filters
+            _, figures = table.extremes()
+            if figures[0][3] != 0.0:  # its base penalty: no row passes row_ok
+                return []
             if fused:
                 mem, vcpus, disk = spec.memory_mb, spec.vcpus, spec.disk_gb
-                for ram_left, cpu_left, disk_left, *_ in figures:
-                    if ram_left < mem or cpu_left < vcpus or disk_left < disk:
+                for figure in figures:
+                    if figure[0] < mem or figure[1] < vcpus or figure[2] < disk:
                         return None
             coefs: list[float] = []
             for j, multiplier in enumerate(multipliers):
@@ -596,22 +596,26 @@ class SchedulerCore:
             scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
             scores = -table.base_penalty[:n]
-        row_ok = table.row_ok
-        headroom = table.headroom
+        derived = table.derived
         top: list[int] = []
+        taken: set[int] = set()
         misfits = 0
         while len(top) < want:
             best = int(scores.argmax())
-            if not row_ok[best] or scores[best] == -np.inf:
-                break  # every row left failed row_ok, or is taken
+            if best in taken:
+                break  # every row is taken (their scores are all -inf)
+            ram_left, cpu_left, disk_left, penalty = derived[:4, best].tolist()
+            if penalty != 0.0:
+                break  # every row left fails row_ok
+            taken.add(best)
             scores[best] = -np.inf
-            if fused:
-                ram_left, cpu_left, disk_left = headroom[:, best].tolist()
-                if ram_left < spec.memory_mb or cpu_left < spec.vcpus or disk_left < spec.disk_gb:
-                    misfits += 1
-                    if misfits > 16:
-                        return None  # a full cluster: the mask is cheaper
-                    continue
+            if fused and (
+                ram_left < spec.memory_mb or cpu_left < spec.vcpus or disk_left < spec.disk_gb
+            ):
+                misfits += 1
+                if misfits > 16:
+                    return None  # a nearly full cluster: the mask is cheaper
+                continue
             top.append(best)
         return top
 
@@ -621,7 +625,7 @@ class SchedulerCore:
         """Rows that pass every filter: row_ok, the resources, and ``masks``."""
         table = self.table
         n = table.n
-        mask = table.row_ok[:n].copy()
+        mask: NDArray[np.bool_] = table.base_penalty[:n] == 0.0  # row_ok
         if self._fused_resources:
             spec = ctx.spec
             want = np.array([[spec.memory_mb], [spec.vcpus], [spec.disk_gb]], dtype=np.float64)

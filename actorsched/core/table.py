@@ -9,15 +9,18 @@ Rules this module keeps:
 * Derived columns (``free_ram``, ``ram_headroom`` ...) are recomputed for a
   row whenever any of its raw figures change (:meth:`HostTable.refresh`), so
   a filter is one comparison over a whole column and never a Python loop.
-* A row that is not ``active`` (never used, or its host removed) has
-  ``row_ok`` False and ``enabled`` False, and its figures are zero, so no
-  filter chain that starts from ``row_ok`` (or ``active``) can pass it.
+* A row that is not ``active`` (never used, or its host removed) fails
+  ``row_ok``, has ``enabled`` False and zero figures, so no filter chain
+  that starts from ``row_ok`` (or ``active``) can pass it.
 * Raw integer figures are stored row-major (``raw[row]`` is one host), so a
   refresh reads a host's figures in one call; the columns in ``ints`` are
-  views of it. Derived figures are contiguous float columns for the filters.
-* ``row_ok`` holds, per row, the filters whose answer depends on that row
-  alone (enabled, instance and I/O limits); it is kept current by refresh,
-  so a request pays one AND for all of them.
+  views of it. Derived figures are the rows of one float64 array
+  (``derived``: one contiguous column per figure, for the filters), so a
+  refresh writes all of a host's derived figures with one call.
+* ``row_ok`` says, per row, whether it passes the filters whose answer
+  depends on that row alone (active, fresh, enabled, instance and I/O
+  limits); it is kept by refresh as ``base_penalty`` (0.0 or OUT_OF_REACH),
+  so a request pays one comparison for all of them.
 """
 
 from __future__ import annotations
@@ -95,8 +98,8 @@ class HostTable:
         w = len(WEIGH_COLUMNS)
         # A row with no host, or one the row-local filters reject: no headroom,
         # zero figures, out of reach of every extreme and every score.
-        self._derived_empty = [-np.inf] * 3 + [OUT_OF_REACH] + [0.0] * w
         self._views_failed = [-np.inf] * in_use + [np.inf] * in_use
+        self._derived_empty = [-np.inf] * 3 + [OUT_OF_REACH] + [0.0] * w + self._views_failed
         self.ram_ratio = ram_ratio
         self.cpu_ratio = cpu_ratio
         self.disk_ratio = disk_ratio
@@ -116,7 +119,6 @@ class HostTable:
         self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.traits: NDArray[np.uint64] = np.zeros((0, 1), dtype=np.uint64)
-        self.row_ok: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.raw: NDArray[np.int64] = np.zeros((0, len(_INT_COLUMNS)), dtype=np.int64)
         self.ints: dict[str, NDArray[np.int64]] = {}
         # row-local filter limits; the engine sets them from the enabled filters
@@ -128,7 +130,6 @@ class HostTable:
         # (the engine marks it); it fails row_ok until its next report.
         self.stale: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.derived: NDArray[np.float64] = np.zeros((len(self._derived_empty), 0))
-        self.views: NDArray[np.float32] = np.zeros((len(self._views_failed), 0), dtype=np.float32)
         # The weigher columns in use, and the same after base_penalty as its
         # first row: ``coefs @ score_matrix`` with coefficient -1 for that row
         # scores every host and pushes the failed ones out of reach in one call.
@@ -136,12 +137,10 @@ class HostTable:
         self.score_matrix: NDArray[np.float64] = np.zeros((in_use + 1, 0))
         self.headroom: NDArray[np.float64] = np.zeros((len(HEADROOM_COLUMNS), 0))
         # The weigher matrix as the row-local filters see it: rows that fail
-        # them (disabled, full, removed) are -inf in hi_view and +inf in
-        # lo_view, so an argmax/argmin finds the extreme among the rest.
-        # float32 is enough to find the row (whole MB/GB below 2**24 are exact);
-        # its exact value is then read from weigh_matrix.
-        self.hi_view: NDArray[np.float32] = np.zeros((in_use, 0), dtype=np.float32)
-        self.lo_view: NDArray[np.float32] = np.zeros((in_use, 0), dtype=np.float32)
+        # them (disabled, stale, full, removed) are -inf in hi_view and +inf
+        # in lo_view, so an argmax/argmin finds the extreme among the rest.
+        self.hi_view: NDArray[np.float64] = np.zeros((in_use, 0))
+        self.lo_view: NDArray[np.float64] = np.zeros((in_use, 0))
         # 0.0 for rows that pass the row-local filters, OUT_OF_REACH for the rest
         self.base_penalty: NDArray[np.float64] = np.zeros(0, dtype=np.float64)
         # Rows holding each column's highest (then lowest) view value, kept
@@ -169,7 +168,6 @@ class HostTable:
         self.enabled = grown(self.enabled)  # type: ignore[assignment]
         self.zone = grown(self.zone)  # type: ignore[assignment]
         self.traits = grown(self.traits)  # type: ignore[assignment]
-        self.row_ok = grown(self.row_ok)  # type: ignore[assignment]
         self.stale = grown(self.stale)  # type: ignore[assignment]
         self.raw = grown(self.raw)  # type: ignore[assignment]
         for index, name in enumerate(_INT_COLUMNS):
@@ -180,25 +178,24 @@ class HostTable:
         # that refreshing a host is two writes, not one per figure.
         derived = np.zeros((len(self._derived_empty), capacity), dtype=np.float64)
         derived[:, :old] = self.derived[:, :old]
-        views = np.zeros((len(self._views_failed), capacity), dtype=np.float32)
-        views[:, :old] = self.views[:, :old]
-        self._bind(derived, views)
+        self._bind(derived)
         self.name_of.extend([None] * (capacity - old))
         self.host_traits.extend([()] * (capacity - old))
         self._capacity = capacity
 
-    def _bind(self, derived: NDArray[np.float64], views: NDArray[np.float32]) -> None:
+    def _bind(self, derived: NDArray[np.float64]) -> None:
         self.derived = derived
-        self.views = views
         h = len(HEADROOM_COLUMNS)
         k = self.in_use
-        # rows: headroom, base_penalty, the weigher columns (those in use first)
+        w = len(WEIGH_COLUMNS)
+        # rows: headroom, base_penalty, the weigher columns (those in use
+        # first), then the hi and lo views of the ones in use
         self.headroom = derived[:h]
         self.base_penalty = derived[h]
         self.score_matrix = derived[h : h + 1 + k]
         self.weigh_matrix = derived[h + 1 : h + 1 + k]
-        self.hi_view = views[:k]
-        self.lo_view = views[k:]
+        self.hi_view = derived[h + 1 + w : h + 1 + w + k]
+        self.lo_view = derived[h + 1 + w + k : h + 1 + w + 2 * k]
         for index, name in enumerate(HEADROOM_COLUMNS):
             self.floats[name] = self.headroom[index]  # views: writes land in derived
         for index, name in enumerate(self.weigh_columns):
@@ -217,7 +214,6 @@ class HostTable:
             self.n += 1
             # a fresh row is as a removed one until the host's figures land
             self.derived[:, row] = self._derived_empty
-            self.views[:, row] = self._views_failed
             self.zone[row] = -1
             for name in _FLOAT_COLUMNS:
                 self.floats[name][row] = -np.inf
@@ -238,13 +234,11 @@ class HostTable:
         self.enabled[row] = False
         self.zone[row] = -1
         self.traits[row] = 0
-        self.row_ok[row] = False
         self.stale[row] = False
         self.raw[row] = 0
         for name in _FLOAT_COLUMNS:
             self.floats[name][row] = -np.inf
         self.derived[:, row] = self._derived_empty
-        self.views[:, row] = self._views_failed
         self._changed(row)
         self._free_rows.append(row)
         self.count -= 1
@@ -354,22 +348,33 @@ class HostTable:
             and num_instances < self.max_instances
             and num_io_ops < self.max_io_ops
         )
-        self.row_ok[row] = ok
-        # derived rows: headroom, base penalty, weigher columns
-        self.derived[:, row] = [
-            usable_mem * self.ram_ratio - used_mem,
-            cpu_headroom,
-            disk_total * self.disk_ratio - used_disk,
-            0.0 if ok else OUT_OF_REACH,
-            *ordered,
-        ]
-        if not ok:
-            self.views[:, row] = self._views_failed
-        elif k == len(ordered):
-            self.views[:, row] = ordered * 2
+        # derived rows: headroom, base penalty, weigher columns, hi and lo views
+        if ok:
+            self.derived[:, row] = [
+                usable_mem * self.ram_ratio - used_mem,
+                cpu_headroom,
+                disk_total * self.disk_ratio - used_disk,
+                0.0,
+                *ordered,
+                *ordered[:k],
+                *ordered[:k],
+            ]
         else:
-            self.views[:, row] = ordered[:k] * 2
+            self.derived[:, row] = [
+                usable_mem * self.ram_ratio - used_mem,
+                cpu_headroom,
+                disk_total * self.disk_ratio - used_disk,
+                OUT_OF_REACH,
+                *ordered,
+                *self._views_failed,
+            ]
         self._changed(row)
+
+    @property
+    def row_ok(self) -> NDArray[np.bool_]:
+        """Per row: passes the row-local filters (a new array; slice it ``[:n]``)."""
+        ok: NDArray[np.bool_] = self.base_penalty == 0.0
+        return ok
 
     def set_reported_many(
         self,
@@ -435,18 +440,16 @@ class HostTable:
             ok &= self.enabled[index]
         ok &= num_instances < self.max_instances
         ok &= num_io_ops < self.max_io_ops
-        self.row_ok[index] = ok
+        k = self.in_use
         self.derived[:, index] = [
             usable_mem * self.ram_ratio - used_mem,
             cpu_headroom,
             disk_total * self.disk_ratio - used_disk,
             np.where(ok, 0.0, OUT_OF_REACH),
             *ordered,
+            *(np.where(ok, figure, -np.inf) for figure in ordered[:k]),
+            *(np.where(ok, figure, np.inf) for figure in ordered[:k]),
         ]
-        k = self.in_use
-        if k:
-            failed = np.array(self._views_failed, dtype=np.float32)[:, None]
-            self.views[:, index] = np.where(ok, ordered[:k] * 2, failed)
         if self._extremes is not None:
             if index.size > _DIRTY_LIMIT:
                 self._extremes = None
@@ -469,8 +472,9 @@ class HostTable:
 
         Over the rows that pass ``row_ok`` (the views put the others out of
         reach); a returned row that fails ``row_ok`` means no row passes.
-        Also returns each of those rows' ``derived`` figures (headroom, then
-        the weigher columns in use), so a caller reads no array for them.
+        Also returns each of those rows' ``derived`` figures (a list per row:
+        headroom, base penalty, weigher columns ...), so a caller reads no
+        array for them.
 
         Kept across calls: a changed row is compared with the kept extremes,
         and a column is scanned again only when its extreme row moved away
@@ -478,34 +482,34 @@ class HostTable:
         """
         n = self.n
         k = self.in_use
-        views = self.views
         derived = self.derived
+        v0 = len(HEADROOM_COLUMNS) + 1 + len(WEIGH_COLUMNS)  # first view row
         rows = self._extremes
         figures = self._extreme_figures
         if rows is None:
             rows = [int(v.argmax()) for v in self.hi_view[:, :n]]
             rows += [int(v.argmin()) for v in self.lo_view[:, :n]]
             self._extremes = rows
-            self._extreme_values = views[np.arange(2 * k), rows].tolist()
             self._extreme_figures = figures = {r: derived[:, r].tolist() for r in rows}
+            self._extreme_values = [figures[r][v0 + j] for j, r in enumerate(rows)]
             self._dirty.clear()
         elif self._dirty:
             values = self._extreme_values
             for row in self._dirty:
-                now = views[:, row].tolist()
+                now = derived[:, row].tolist()
                 for j in range(2 * k):
-                    v = now[j]
+                    v = now[v0 + j]
                     best = values[j]
                     if (v > best) if j < k else (v < best):
                         rows[j] = row
                         values[j] = v
                     elif rows[j] == row and v != best:  # the extreme row fell back: scan
-                        view = views[j, :n]
+                        view = derived[v0 + j, :n]
                         rows[j] = r = int(view.argmax() if j < k else view.argmin())
-                        values[j] = float(view[r])
                         figures[r] = derived[:, r].tolist()
+                        values[j] = figures[r][v0 + j]
                 if row in rows:
-                    figures[row] = derived[:, row].tolist()
+                    figures[row] = now
             self._dirty.clear()
             if len(figures) > 4 * k:
                 self._extreme_figures = figures = {r: figures[r] for r in rows}

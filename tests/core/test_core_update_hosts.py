@@ -42,7 +42,6 @@ def _state(core: SchedulerCore) -> tuple[object, ...]:
         core.digest(),
         t.raw[:n].tolist(),
         t.derived[:, :n].tolist(),
-        t.views[:, :n].tolist(),
         t.row_ok[:n].tolist(),
         t.enabled[:n].tolist(),
         t.zone[:n].tolist(),
