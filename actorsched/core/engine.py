@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ log = logging.getLogger("actorsched.core")
 _EMPTY: frozenset[str] = frozenset()
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
+_RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(i) for i in range(3))  # headroom
 # Built-in filters that return None (pass every host) for a request without
 # a zone, traits, server group or host hints.
 _HINT_FILTERS = frozenset(
@@ -177,6 +179,10 @@ class SchedulerCore:
                 f for f in self._request_filters if type(f) not in _RESOURCE_FILTERS
             ]
         self._rng = random.Random(config.seed)
+        # read on every request (config is frozen)
+        self._subset = config.host_subset_size
+        self._alternates = config.max_attempts - 1
+        self._want = self._subset + self._alternates
         # Below this share of passing rows, weigh a gathered copy of just those
         # rows (same result, fewer passes); a tuning knob, 0 turns it off.
         self.compress_below = 0.5
@@ -402,12 +408,10 @@ class SchedulerCore:
                 if not top:
                     raise self._no_valid_host(ctx, uuid, index)
                 row = top[0]
-                if self.config.host_subset_size > 1:
-                    row = self._rng.choice(top[: self.config.host_subset_size])
+                if self._subset > 1:
+                    row = self._rng.choice(top[: self._subset])
                 names = self.table.name_of
-                alternates = [str(names[r]) for r in top if r != row][
-                    : self.config.max_attempts - 1
-                ]
+                alternates = [str(names[r]) for r in top if r != row][: self._alternates]
                 host = names[row]
                 assert host is not None
                 self._claim(spec, uuid, row, host, alternates, now)
@@ -573,26 +577,26 @@ class SchedulerCore:
         n = table.n
         spec = ctx.spec
         fused = self._fused_resources
-        want = self.config.host_subset_size + self.config.max_attempts - 1
+        want = self._want
         if want > 16:
             return None
         multipliers = self._matrix_multipliers
         if multipliers:
             k = len(multipliers)
-            _, figures = table.extremes()
+            _, values, figures = table.extremes()
             if figures[0][3] != 0.0:  # its base penalty: no row passes row_ok
                 return []
-            if fused:
-                mem, vcpus, disk = spec.memory_mb, spec.vcpus, spec.disk_gb
-                for figure in figures:
-                    if figure[0] < mem or figure[1] < vcpus or figure[2] < disk:
-                        return None
-            coefs: list[float] = []
-            for j, multiplier in enumerate(multipliers):
-                hi = figures[j][4 + j]  # after 3 headroom rows and the penalty
-                lo = figures[k + j][4 + j]
-                coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
-            coefs.insert(0, -1.0)  # the base penalty row
+            if fused and (
+                min(map(_RAM_LEFT, figures)) < spec.memory_mb
+                or min(map(_CPU_LEFT, figures)) < spec.vcpus
+                or min(map(_DISK_LEFT, figures)) < spec.disk_gb
+            ):
+                return None  # an extreme row does not fit: it may not be the extreme
+            coefs = [-1.0]  # the base penalty row
+            coefs += [
+                m / (hi - lo) if hi > lo else 0.0
+                for m, hi, lo in zip(multipliers, values[:k], values[k:], strict=True)
+            ]
             scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
             scores = -table.base_penalty[:n]
@@ -656,7 +660,7 @@ class SchedulerCore:
         passing = int(np.count_nonzero(mask))
         if passing == 0:
             return []
-        want = self.config.host_subset_size + self.config.max_attempts - 1
+        want = self._want
         if passing < n * self.compress_below or want > 16:
             # a selective request (a zone, a trait ...), or a long list wanted:
             # weigh only the passing rows, and sort them
@@ -673,7 +677,7 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             matrix = table.weigh_matrix[:, :n]
-            rows, _ = table.extremes()
+            rows, _, _ = table.extremes()
             k = len(multipliers)
             coefs: list[float] = []
             for j, multiplier in enumerate(multipliers):
@@ -741,7 +745,7 @@ class SchedulerCore:
             w_hi = float(values.max())
             if w_hi > w_lo:
                 scores += (multiplier / (w_hi - w_lo)) * values
-        want = self.config.host_subset_size + self.config.max_attempts - 1
+        want = self._want
         if want <= 16:
             top: list[int] = []
             for _ in range(min(want, rows.size)):

@@ -25,6 +25,8 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -95,6 +97,7 @@ class HostTable:
         self.weigh_columns = weigh_columns
         self.in_use = in_use
         self._weigh_order = [WEIGH_COLUMNS.index(name) for name in weigh_columns]
+        self._in_order = operator.itemgetter(*self._weigh_order)  # figures -> this order
         w = len(WEIGH_COLUMNS)
         # A row with no host, or one the row-local filters reject: no headroom,
         # zero figures, out of reach of every extreme and every score.
@@ -148,6 +151,7 @@ class HostTable:
         self._extremes: list[int] | None = None
         self._extreme_values: list[float] = []
         self._extreme_figures: dict[int, list[float]] = {}  # row -> its derived figures
+        self._extreme_list: list[list[float]] | None = None  # figures in the order of rows
         self._dirty: list[int] = []
         self._grow(64)
 
@@ -339,7 +343,7 @@ class HostTable:
             num_io_ops,
             num_instances,
         )
-        ordered = [figures[i] for i in self._weigh_order]
+        ordered = self._in_order(figures)
         k = self.in_use
         ok = (
             self.active[row]
@@ -467,14 +471,15 @@ class HostTable:
                 self._extremes = None
                 dirty.clear()
 
-    def extremes(self) -> tuple[list[int], list[list[float]]]:
+    def extremes(self) -> tuple[list[int], list[float], list[list[float]]]:
         """Rows holding each weigher column's highest, then each one's lowest, view value.
 
         Over the rows that pass ``row_ok`` (the views put the others out of
         reach); a returned row that fails ``row_ok`` means no row passes.
-        Also returns each of those rows' ``derived`` figures (a list per row:
-        headroom, base penalty, weigher columns ...), so a caller reads no
-        array for them.
+        Also returns those values (the highest, then the lowest, of each
+        column in use) and each of those rows' ``derived`` figures (a list
+        per row: headroom, base penalty, weigher columns ...), so a caller
+        reads no array for them.
 
         Kept across calls: a changed row is compared with the kept extremes,
         and a column is scanned again only when its extreme row moved away
@@ -492,11 +497,20 @@ class HostTable:
             self._extremes = rows
             self._extreme_figures = figures = {r: derived[:, r].tolist() for r in rows}
             self._extreme_values = [figures[r][v0 + j] for j, r in enumerate(rows)]
+            self._extreme_list = None
             self._dirty.clear()
         elif self._dirty:
             values = self._extreme_values
+            gt = operator.gt
+            lt = operator.lt
             for row in self._dirty:
                 now = derived[:, row].tolist()
+                if row not in rows and not (
+                    any(map(gt, now[v0 : v0 + k], values[:k]))
+                    or any(map(lt, now[v0 + k : v0 + 2 * k], values[k:]))
+                ):
+                    continue  # neither an extreme before nor one now
+                self._extreme_list = None
                 for j in range(2 * k):
                     v = now[v0 + j]
                     best = values[j]
@@ -513,7 +527,9 @@ class HostTable:
             self._dirty.clear()
             if len(figures) > 4 * k:
                 self._extreme_figures = figures = {r: figures[r] for r in rows}
-        return rows, [figures[r] for r in rows]
+        if self._extreme_list is None:
+            self._extreme_list = [figures[r] for r in rows]
+        return rows, self._extreme_values, self._extreme_list
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         raw = self.raw[row].tolist()

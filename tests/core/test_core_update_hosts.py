@@ -115,7 +115,7 @@ def test_a_batch_marks_the_rows_fresh_and_keeps_the_weigher_extremes_right() -> 
     assert core.select_destinations(spec, now=21.0)[0].host == "h9"
     assert not core.table.stale[:10].any()
     assert core.table.stale[10:20].all()
-    rows, _ = core.table.extremes()
+    rows, _, _ = core.table.extremes()
     n = core.table.n
     k = core.table.in_use
     for j in range(k):
