@@ -94,8 +94,13 @@ class Owner:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="actorsched-owner")
         self._task.add_done_callback(self._on_owner_done)
 
-    async def ask(self, command: Command) -> object:
-        """Send ``command`` and wait for its result (or its error)."""
+    def ask(self, command: Command) -> Awaitable[object]:
+        """Send ``command``; awaiting what this returns gives its result (or raises its error).
+
+        A plain function returning the answer's future when the mailbox has
+        room (no coroutine of its own on the hot path), or a coroutine that
+        first waits for room (backpressure).
+        """
         if self._closed or self._task is None:
             raise SchedulerStopped(
                 "the scheduler is not running; start it (async with Scheduler())"
@@ -104,7 +109,11 @@ class Owner:
         try:
             self._queue.put_nowait(envelope)
         except asyncio.QueueFull:  # backpressure: wait for room in the mailbox
-            await self._queue.put(envelope)
+            return self._put_then_wait(envelope)
+        return envelope.future
+
+    async def _put_then_wait(self, envelope: Envelope) -> object:
+        await self._queue.put(envelope)
         if self._closed:  # the owner finished draining before this put landed
             self._fail_queued()
         return await envelope.future

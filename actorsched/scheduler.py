@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -147,12 +147,12 @@ class Scheduler:
     ) -> None:
         await self.stop()
 
-    async def _ask(self, command: Command) -> object:
+    def _ask(self, command: Command) -> Awaitable[object]:
         if self._owner is None or self._stopped:
             raise SchedulerStopped(
                 "the scheduler is not running: use `async with Scheduler() as s` or await start()"
             )
-        return await self._owner.ask(command)
+        return self._owner.ask(command)
 
     # -- the API --------------------------------------------------------------
 
