@@ -521,12 +521,18 @@ class SchedulerCore:
         if self._oldest >= threshold:
             return
         live = table.active[:n] & ~table.stale[:n]
-        for row in np.flatnonzero(live & (at < threshold)).tolist():
+        silent = np.flatnonzero(live & (at < threshold)).tolist()
+        if silent:
+            names = ", ".join(str(table.name_of[row]) for row in silent[:10])
             log.warning(
-                "host %s has not reported for over %ss: no placements there until it does",
-                table.name_of[row],
+                "%d host(s) have not reported for over %ss: %s%s; no placements there "
+                "until they report again",
+                len(silent),
                 self.config.service_down_time,
+                names,
+                f" and {len(silent) - 10} more" if len(silent) > 10 else "",
             )
+        for row in silent:
             table.stale[row] = True
             table.refresh(row)
         live &= at >= threshold

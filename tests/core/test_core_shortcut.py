@@ -103,7 +103,9 @@ def test_shortcut_places_exactly_as_the_full_mask(seed: int) -> None:
     assert any(isinstance(o, dict) for o in a)
 
 
-def test_a_silent_host_is_skipped_until_it_reports_and_revives_if_the_clock_goes_back() -> None:
+def test_a_silent_host_is_skipped_until_it_reports_and_revives_if_the_clock_goes_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     core = SchedulerCore(SchedulerConfig(service_down_time=60.0))
     core.update_host(make_report("big", 1, memory_mb=65_536), now=0.0)
     core.update_host(make_report("small", 1, memory_mb=4_096), now=50.0)
@@ -114,6 +116,14 @@ def test_a_silent_host_is_skipped_until_it_reports_and_revives_if_the_clock_goes
     assert core.select_destinations(spec, now=61.0)[0].host == "small"
     core.release("a", now=61.0)
     assert core.table.stale[core.table.row_of["big"]]
+    silent = [r.getMessage() for r in caplog.records if "have not reported" in r.getMessage()]
+    assert silent == [
+        "1 host(s) have not reported for over 60.0s: big; no placements there "
+        "until they report again"
+    ]
+    core.select_destinations(spec, now=62.0)  # still silent: not logged again
+    core.release("a", now=62.0)
+    assert sum("have not reported" in r.getMessage() for r in caplog.records) == 1
     # a request stamped earlier (an injected clock) sees "big" fresh again
     assert core.select_destinations(spec, now=59.0)[0].host == "big"
     core.release("a", now=59.0)
