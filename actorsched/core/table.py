@@ -211,9 +211,11 @@ class HostTable:
             row = self._free_rows.pop()
         else:
             if self.n == self._capacity:
-                # double while small, then grow by a quarter: less slack at 100k hosts
-                step = self._capacity if self._capacity < 4096 else self._capacity // 4
-                self._grow(self._capacity + step)
+                # double while small, then by a quarter, then by an eighth: less
+                # slack at 100k hosts (each step copies every array once)
+                capacity = self._capacity
+                step = capacity if capacity < 4096 else capacity // (4 if capacity < 65536 else 8)
+                self._grow(capacity + step)
             row = self.n
             self.n += 1
             # a fresh row is as a removed one until the host's figures land
