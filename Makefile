@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench rabbitmq serve clean
+.PHONY: demo test lint typecheck pytest bench bench-instructions rabbitmq serve clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test: lint typecheck pytest
 
 bench: $(STAMP) rabbitmq
 	$(VENV)/bin/actorsched bench
+
+# CPU instructions per placement and per report (valgrind): repeatable where
+# wall-clock figures are not.
+bench-instructions: $(STAMP)
+	$(PY) -m benchmarks.instructions
 
 serve: $(STAMP) rabbitmq
 	$(VENV)/bin/actorsched serve
