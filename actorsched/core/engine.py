@@ -59,20 +59,28 @@ _EMPTY: frozenset[str] = frozenset()
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
 _RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(i) for i in range(3))  # headroom
-# Built-in filters that return None (pass every host) for a request without
-# a zone, traits, server group or host hints.
-_HINT_FILTERS = frozenset(
-    BUILTIN_FILTER_CLASSES[name]
-    for name in (
-        "AvailabilityZoneFilter",
-        "RequiredTraitsFilter",
-        "ForbiddenTraitsFilter",
-        "SameHostFilter",
-        "DifferentHostFilter",
-        "ServerGroupAffinityFilter",
-        "ServerGroupAntiAffinityFilter",
+# The other built-in filters return None (pass every host) for a request
+# without a zone, traits, server group or host hints.
+_HINT_FILTERS = frozenset(BUILTIN_FILTER_CLASSES.values()) - {
+    *_ROW_LOCAL_FILTERS,
+    *_RESOURCE_FILTERS,
+}
+
+
+def _reported_figures(report: HostReport) -> tuple[int, ...]:
+    """A report's figures in the order of the table's ``REPORTED`` columns."""
+    return (
+        report.generation,
+        report.memory_mb,
+        report.memory_mb_reserved,
+        report.memory_mb_used,
+        report.vcpus,
+        report.vcpus_used,
+        report.local_gb,
+        report.local_gb_used,
+        report.num_io_ops,
+        len(report.instances),
     )
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,21 +244,7 @@ class SchedulerCore:
         table.zone[row] = table.zone_id(report.availability_zone, create=True)
         if tuple(report.traits) != table.host_traits[row]:
             table.set_traits(row, report.traits)
-        table.set_reported(
-            row,
-            (
-                report.generation,
-                report.memory_mb,
-                report.memory_mb_reserved,
-                report.memory_mb_used,
-                report.vcpus,
-                report.vcpus_used,
-                report.local_gb,
-                report.local_gb_used,
-                report.num_io_ops,
-                len(report.instances),
-            ),
-        )
+        table.set_reported(row, _reported_figures(report))
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
 
@@ -296,20 +290,7 @@ class SchedulerCore:
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
             rows.append(row)
-            figures.append(
-                (
-                    report.generation,
-                    report.memory_mb,
-                    report.memory_mb_reserved,
-                    report.memory_mb_used,
-                    report.vcpus,
-                    report.vcpus_used,
-                    report.local_gb,
-                    report.local_gb_used,
-                    report.num_io_ops,
-                    0,  # listed instances: none
-                )
-            )
+            figures.append(_reported_figures(report))
             enabled.append(report.enabled)
             zones.append(table.zone_id(report.availability_zone, create=True))
             applied.append(True)

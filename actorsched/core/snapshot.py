@@ -7,7 +7,7 @@ Rules this module keeps:
   (column copies and shallow dict copies, no per-host objects), so the owner
   can call it between two batches without a noticeable pause.
 * A :class:`CoreImage` holds no reference to anything the core mutates
-  later, so building the semantic views (:meth:`CoreImage.hosts` ...) may
+  later, so building the semantic columns (:meth:`CoreImage.host_columns` ...) may
   happen on another thread while the owner goes on.
 * The views are semantic, not internal: per host the report that would
   rebuild it, per claim what the ledger holds, per released instance the
@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from .engine import SchedulerCore
 from .ledger import Claim
 
-__all__ = ["ClaimImage", "CoreImage", "CreditImage", "capture"]
+__all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "CoreImage", "capture"]
 
 # raw table columns a host report sets: column -> HostReport field
 _REPORTED = (
@@ -42,30 +42,25 @@ _REPORTED = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimImage:
-    """A live claim as a snapshot keeps it; its fields name the claim columns."""
+# a live claim as a snapshot keeps it, column by column
+CLAIM_COLUMNS = (
+    "instance_uuid",
+    "host",
+    "memory_mb",
+    "vcpus",
+    "disk_gb",
+    "group_id",
+    "created_at",
+    "confirmed",
+    "alternates",
+)
+# a released instance its host still lists, credited back until it does not
+CREDIT_COLUMNS = ("host", "instance_uuid", "memory_mb", "vcpus", "disk_gb")
 
-    instance_uuid: str
-    host: str
-    memory_mb: int
-    vcpus: int
-    disk_gb: int
-    group_id: str | None
-    created_at: float
-    confirmed: bool
-    alternates: tuple[str, ...]
 
-
-@dataclass(frozen=True, slots=True)
-class CreditImage:
-    """A released instance its host still lists, credited back until it does not."""
-
-    host: str
-    instance_uuid: str
-    memory_mb: int
-    vcpus: int
-    disk_gb: int
+def _columns(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """``rows`` (one tuple per entry, in the order of ``names``) as one list per name."""
+    return {name: [row[i] for row in rows] for i, name in enumerate(names)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,27 +98,32 @@ class CoreImage:
         return columns
 
     def claim_columns(self) -> dict[str, list[Any]]:
-        """Every live claim, in columns named as :class:`ClaimImage`'s fields."""
-        claims = self.claims
+        """Every live claim, one list per name in :data:`CLAIM_COLUMNS`."""
         names = self.names
-        return {
-            "instance_uuid": [c.instance_uuid for c, _ in claims],
-            "host": [names[c.row] or "" for c, _ in claims],
-            "memory_mb": [c.memory_mb for c, _ in claims],
-            "vcpus": [c.vcpus for c, _ in claims],
-            "disk_gb": [c.disk_gb for c, _ in claims],
-            "group_id": [c.group_id for c, _ in claims],
-            "created_at": [c.created_at for c, _ in claims],
-            "confirmed": [confirmed for _, confirmed in claims],
-            "alternates": [c.alternates for c, _ in claims],
-        }
+        rows = [
+            (
+                c.instance_uuid,
+                names[c.row] or "",
+                c.memory_mb,
+                c.vcpus,
+                c.disk_gb,
+                c.group_id,
+                c.created_at,
+                confirmed,
+                c.alternates,
+            )
+            for c, confirmed in self.claims
+        ]
+        return _columns(CLAIM_COLUMNS, rows)
 
-    def credits(self) -> list[CreditImage]:
-        return [
-            CreditImage(self.names[row] or "", uuid, mem, vcpus, disk)
+    def credit_columns(self) -> dict[str, list[Any]]:
+        """Every release credit, one list per name in :data:`CREDIT_COLUMNS`."""
+        rows = [
+            (self.names[row] or "", uuid, mem, vcpus, disk)
             for row, by_uuid in self.released.items()
             for uuid, (mem, vcpus, disk) in by_uuid.items()
         ]
+        return _columns(CREDIT_COLUMNS, rows)
 
 
 def capture(core: SchedulerCore) -> CoreImage:

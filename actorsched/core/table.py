@@ -26,6 +26,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -308,8 +309,11 @@ class HostTable:
             return self.floats[name][: self.n]
         return self.ints[name][: self.n]
 
-    def refresh(self, row: int, raw: list[int] | None = None) -> None:
-        """Recompute the derived figures of ``row`` from its raw ones (given or read)."""
+    def _derive(self, raw: Any) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
+        """Headroom, weigher figures (in this table's order), instance count and
+        I/O count from one row's raw figures (a list of ints) or many rows' (an
+        ``(18, m)`` int64 array): the same operations in the same order, so
+        a row derived alone or in a batch is the same to the last bit."""
         (
             _generation,
             mem_total,
@@ -329,7 +333,7 @@ class HostTable:
             released_vcpus,
             released_disk,
             released,
-        ) = self.raw[row].tolist() if raw is None else raw
+        ) = raw
         usable_mem = mem_total - mem_reserved
         used_mem = mem_used + claimed_mem - released_mem
         used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
@@ -337,6 +341,11 @@ class HostTable:
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
         cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
+        headroom = (
+            usable_mem * self.ram_ratio - used_mem,
+            cpu_headroom,
+            disk_total * self.disk_ratio - used_disk,
+        )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
@@ -345,7 +354,13 @@ class HostTable:
             num_io_ops,
             num_instances,
         )
-        ordered = self._in_order(figures)
+        return headroom, self._in_order(figures), num_instances, num_io_ops
+
+    def refresh(self, row: int, raw: list[int] | None = None) -> None:
+        """Recompute the derived figures of ``row`` from its raw ones (given or read)."""
+        headroom, ordered, num_instances, num_io_ops = self._derive(
+            self.raw[row].tolist() if raw is None else raw
+        )
         k = self.in_use
         ok = (
             self.active[row]
@@ -356,24 +371,9 @@ class HostTable:
         )
         # derived rows: headroom, base penalty, weigher columns, hi and lo views
         if ok:
-            self.derived[:, row] = [
-                usable_mem * self.ram_ratio - used_mem,
-                cpu_headroom,
-                disk_total * self.disk_ratio - used_disk,
-                0.0,
-                *ordered,
-                *ordered[:k],
-                *ordered[:k],
-            ]
+            self.derived[:, row] = [*headroom, 0.0, *ordered, *ordered[:k], *ordered[:k]]
         else:
-            self.derived[:, row] = [
-                usable_mem * self.ram_ratio - used_mem,
-                cpu_headroom,
-                disk_total * self.disk_ratio - used_disk,
-                OUT_OF_REACH,
-                *ordered,
-                *self._views_failed,
-            ]
+            self.derived[:, row] = [*headroom, OUT_OF_REACH, *ordered, *self._views_failed]
         self._changed(row)
 
     @property
@@ -406,41 +406,7 @@ class HostTable:
         The same arithmetic in the same order as :meth:`refresh` (int64 sums,
         then float64 products), so the figures are the same to the last bit.
         """
-        (
-            _generation,
-            mem_total,
-            mem_reserved,
-            mem_used,
-            vcpus_total,
-            vcpus_used,
-            disk_total,
-            disk_used,
-            io_ops,
-            reported,
-            claimed_mem,
-            claimed_vcpus,
-            claimed_disk,
-            assumed,
-            released_mem,
-            released_vcpus,
-            released_disk,
-            released,
-        ) = self.raw[index].T
-        usable_mem = mem_total - mem_reserved
-        used_mem = mem_used + claimed_mem - released_mem
-        used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
-        used_disk = disk_used + claimed_disk - released_disk
-        num_instances = reported + assumed - released
-        num_io_ops = io_ops + assumed
-        cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
-        figures = (
-            usable_mem - used_mem,
-            cpu_headroom,
-            disk_total - used_disk,
-            num_io_ops,
-            num_instances,
-        )
-        ordered = [figures[i] for i in self._weigh_order]
+        headroom, ordered, num_instances, num_io_ops = self._derive(self.raw[index].T)
         ok = self.active[index] & ~self.stale[index]
         if self.check_enabled:
             ok &= self.enabled[index]
@@ -448,9 +414,7 @@ class HostTable:
         ok &= num_io_ops < self.max_io_ops
         k = self.in_use
         self.derived[:, index] = [
-            usable_mem * self.ram_ratio - used_mem,
-            cpu_headroom,
-            disk_total * self.disk_ratio - used_disk,
+            *headroom,
             np.where(ok, 0.0, OUT_OF_REACH),
             *ordered,
             *(np.where(ok, figure, -np.inf) for figure in ordered[:k]),

@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from ..core import SchedulerCore
-from ..core.snapshot import ClaimImage, CoreImage
+from ..core.snapshot import CLAIM_COLUMNS, CREDIT_COLUMNS, CoreImage
 from ..models import HostReport, RequestSpec, Selection, ServerGroup
 
 __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
@@ -31,8 +31,6 @@ log = logging.getLogger("actorsched.journal")
 # object per host, claim and credit (still read).
 SNAPSHOT_FORMAT = 2
 _HOST_FIELDS = tuple(HostReport.model_fields)
-_CLAIM_FIELDS = tuple(ClaimImage.__dataclass_fields__)
-_CREDIT_FIELDS = ("host", "instance_uuid", "memory_mb", "vcpus", "disk_gb")
 
 
 def encode(image: CoreImage) -> str:
@@ -41,19 +39,12 @@ def encode(image: CoreImage) -> str:
     Columns, not one object per host: at 100,000 hosts a snapshot is then a
     few whole-column conversions and one ``json.dumps`` of plain lists.
     """
-    credits = image.credits()
     return json.dumps(
         {
             "format": SNAPSHOT_FORMAT,
             "hosts": image.host_columns(),
             "claims": image.claim_columns(),
-            "released": {
-                "host": [r.host for r in credits],
-                "instance_uuid": [r.instance_uuid for r in credits],
-                "memory_mb": [r.memory_mb for r in credits],
-                "vcpus": [r.vcpus for r in credits],
-                "disk_gb": [r.disk_gb for r in credits],
-            },
+            "released": image.credit_columns(),
         },
         separators=(",", ":"),
     )
@@ -86,8 +77,8 @@ def restore(core: SchedulerCore, text: str) -> None:
     else:
         rows = _rows(data["hosts"], (*_HOST_FIELDS, "reported_at"), "hosts")
         hosts = [{"reported_at": r.pop("reported_at"), "report": r} for r in rows]
-        credits = _rows(data["released"], _CREDIT_FIELDS, "released")
-        claims = _rows(data["claims"], _CLAIM_FIELDS, "claims")
+        credits = _rows(data["released"], CREDIT_COLUMNS, "released")
+        claims = _rows(data["claims"], CLAIM_COLUMNS, "claims")
         for claim in claims:
             claim["selection"] = {
                 "instance_uuid": claim["instance_uuid"],

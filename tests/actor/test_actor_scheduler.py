@@ -171,10 +171,9 @@ async def test_host_states_is_a_consistent_snapshot() -> None:
 # -- lifecycle ---------------------------------------------------------------------------
 
 
-async def test_calls_before_start_raise_scheduler_stopped() -> None:
-    s = Scheduler()
+async def _every_call_raises_stopped(s: Scheduler, report: HostReport) -> None:
     calls: list[Awaitable[object]] = [
-        s.update_host(make_report()),
+        s.update_host(report),
         s.select_destinations(make_spec()),
         s.release("vm1"),
         s.remove_host("h1"),
@@ -183,22 +182,17 @@ async def test_calls_before_start_raise_scheduler_stopped() -> None:
     for call in calls:
         with pytest.raises(SchedulerStopped):
             await asyncio.wait_for(call, TIMEOUT)
+
+
+async def test_calls_before_start_raise_scheduler_stopped() -> None:
+    await _every_call_raises_stopped(Scheduler(), make_report())
 
 
 async def test_calls_after_stop_raise_scheduler_stopped() -> None:
     s = Scheduler()
     async with s:
         await s.update_host(make_report())
-    calls: list[Awaitable[object]] = [
-        s.update_host(make_report("h1", 2)),
-        s.select_destinations(make_spec()),
-        s.release("vm1"),
-        s.remove_host("h1"),
-        s.host_states(),
-    ]
-    for call in calls:
-        with pytest.raises(SchedulerStopped):
-            await asyncio.wait_for(call, TIMEOUT)
+    await _every_call_raises_stopped(s, make_report("h1", 2))
     with pytest.raises(SchedulerStopped):
         await s.start()
     await s.stop()  # stopping twice is harmless
