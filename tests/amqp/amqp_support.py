@@ -22,6 +22,8 @@ from actorsched.amqp import SchedulerClient, SchedulerService
 from actorsched.amqp.service import dead_letter_names
 
 AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+# Claims count as I/O operations and instances; room for 1,000 on 20 hosts.
+ROOMY = SchedulerConfig(seed=1, max_io_ops_per_host=1000, max_instances_per_host=1000)
 
 
 def unique_queue() -> str:

@@ -10,15 +10,21 @@ from typing import Any
 
 import aio_pika
 import pytest
-from amqp_support import AMQP_URL, Stack, delete_topology, host_report, running_stack, unique_queue
+from amqp_support import (
+    AMQP_URL,
+    ROOMY,
+    Stack,
+    delete_topology,
+    host_report,
+    running_stack,
+    unique_queue,
+)
 
-from actorsched import InvalidRequest, NoValidHost, RequestSpec, SchedulerConfig
+from actorsched import InvalidRequest, NoValidHost, RequestSpec
 from actorsched.amqp import SchedulerClient
 from actorsched.amqp.service import REASON_HEADER, dead_letter_names, queue_arguments
 
 pytestmark = pytest.mark.amqp
-
-ROOMY = SchedulerConfig(seed=1, max_io_ops_per_host=1000, max_instances_per_host=1000)
 
 
 @pytest.fixture

@@ -14,13 +14,12 @@ from pathlib import Path
 import aio_pika
 import aiormq.exceptions
 import pytest
-from amqp_support import AMQP_URL, delete_topology, host_report, running_stack, unique_queue
+from amqp_support import AMQP_URL, ROOMY, delete_topology, host_report, running_stack, unique_queue
 
-from actorsched import RequestSpec, SchedulerConfig, Selection
+from actorsched import RequestSpec, Selection
 
 pytestmark = [pytest.mark.amqp, pytest.mark.slow]
 
-ROOMY = SchedulerConfig(seed=1, max_io_ops_per_host=1000, max_instances_per_host=1000)
 MEMORY_MB = 64
 
 # What a call may raise while the connection is down; the test retries those.

@@ -10,7 +10,15 @@ from collections.abc import AsyncIterator
 import aio_pika
 import aiormq
 import pytest
-from amqp_support import AMQP_URL, Stack, delete_topology, host_report, running_stack, unique_queue
+from amqp_support import (
+    AMQP_URL,
+    ROOMY,
+    Stack,
+    delete_topology,
+    host_report,
+    running_stack,
+    unique_queue,
+)
 from pamqp.commands import Basic
 
 from actorsched import NoValidHost, RequestSpec, Scheduler, SchedulerConfig, SchedulerStopped
@@ -18,10 +26,6 @@ from actorsched.amqp import SchedulerClient, SchedulerService
 from actorsched.amqp.service import queue_arguments
 
 pytestmark = pytest.mark.amqp
-
-
-# Claims count as I/O operations and instances; room for 1,000 on 20 hosts.
-ROOMY = SchedulerConfig(seed=1, max_io_ops_per_host=1000, max_instances_per_host=1000)
 
 
 @pytest.fixture
