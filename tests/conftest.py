@@ -18,23 +18,32 @@ import pytest
 from actorsched import HostReport, RequestSpec, SchedulerConfig, ServerGroup
 from actorsched.core import SchedulerCore
 
-__all__ = ["make_config", "make_core", "make_report", "make_spec", "ram_only_config"]
+__all__ = [
+    "REPORT_FIELDS",
+    "make_config",
+    "make_core",
+    "make_report",
+    "make_spec",
+    "ram_only_config",
+]
+
+
+# The fields of a valid HostReport: 4096 MB, 4 vCPUs, 100 GB, nothing used.
+REPORT_FIELDS: dict[str, Any] = {
+    "host": "h1",
+    "generation": 1,
+    "memory_mb": 4096,
+    "memory_mb_used": 0,
+    "vcpus": 4,
+    "vcpus_used": 0,
+    "local_gb": 100,
+    "local_gb_used": 0,
+}
 
 
 def make_report(host: str = "h1", generation: int = 1, **fields: Any) -> HostReport:
-    """A valid HostReport: 4096 MB, 4 vCPUs, 100 GB, nothing used, unless overridden."""
-    values: dict[str, Any] = {
-        "host": host,
-        "generation": generation,
-        "memory_mb": 4096,
-        "memory_mb_used": 0,
-        "vcpus": 4,
-        "vcpus_used": 0,
-        "local_gb": 100,
-        "local_gb_used": 0,
-    }
-    values.update(fields)
-    return HostReport(**values)
+    """A valid HostReport: :data:`REPORT_FIELDS` unless overridden."""
+    return HostReport(**{**REPORT_FIELDS, "host": host, "generation": generation, **fields})
 
 
 def make_spec(

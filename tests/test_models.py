@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import make_core, make_report, make_spec
+from conftest import REPORT_FIELDS, make_core, make_report, make_spec
 from pydantic import BaseModel, ValidationError
 
 from actorsched import (
@@ -19,16 +19,7 @@ from actorsched import (
 
 MAX_SIZE = 2**40
 
-REPORT: dict[str, Any] = {
-    "host": "node1",
-    "generation": 1,
-    "memory_mb": 4096,
-    "memory_mb_used": 0,
-    "vcpus": 4,
-    "vcpus_used": 0,
-    "local_gb": 100,
-    "local_gb_used": 0,
-}
+REPORT: dict[str, Any] = {**REPORT_FIELDS, "host": "node1"}
 SPEC: dict[str, Any] = {"instance_uuids": ["vm1"], "memory_mb": 512, "vcpus": 1, "disk_gb": 1}
 
 
