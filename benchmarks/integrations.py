@@ -102,16 +102,16 @@ def baselines(config: SchedulerConfig | None = None) -> list[Baseline]:
 
 
 async def journal(
-    hosts: int, requests: int, concurrency: int, tmpdir: Path, notes: list[str]
-) -> dict[str, float] | None:
-    """``benchmarks.journal_bench.run_journal_bench``, when it exists."""
+    hosts: int, requests: int, concurrency: int, tmpdir: Path, notes: list[str], *, repeat: int = 1
+) -> dict[str, Any] | None:
+    """``benchmarks.journal_bench.run_journal_bench`` (``repeat`` off/on pairs), when it exists."""
     try:
         module = importlib.import_module("benchmarks.journal_bench")
     except ImportError as exc:
         notes.append(f"journal bench skipped: benchmarks.journal_bench not importable ({exc})")
         return None
-    result: dict[str, float] = await module.run_journal_bench(
-        hosts=hosts, requests=requests, concurrency=concurrency, tmpdir=tmpdir
+    result: dict[str, Any] = await module.run_journal_bench(
+        hosts=hosts, requests=requests, concurrency=concurrency, tmpdir=tmpdir, repeat=repeat
     )
     return result
 

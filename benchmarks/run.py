@@ -484,7 +484,12 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     "journal on vs off",
                     notes,
                     integrations.journal(
-                        plan.journal_hosts, plan.journal_requests, 64, Path(tmp), notes
+                        plan.journal_hosts,
+                        plan.journal_requests,
+                        64,
+                        Path(tmp),
+                        notes,
+                        repeat=plan.repeat,
                     ),
                 )
             progress.advance()

@@ -98,6 +98,7 @@ def test_journal_bench_ran(results: dict[str, object]) -> None:
     assert journal["placements_per_s_off"] > 0, journal
     assert journal["placements_per_s_on"] > 0, journal
     assert journal["ratio"] > 0, journal
+    assert len(journal["ratios"]) == 1, journal  # --quick: one off/on pair
     assert journal["transactions"] >= 1, journal
 
 

@@ -10,9 +10,12 @@ Rules this module keeps:
   still waits for the batches before it: no answer may depend on a change
   that is not yet durable.
 * A snapshot is captured by the owner between two batches (a cheap copy,
-  see ``core/snapshot.py``) every ``snapshot_every`` records, and written in
-  the same transaction as that batch, which also deletes every older
-  record: the file stays bounded and replay stays short.
+  see ``core/snapshot.py``) every ``snapshot_every`` records. The writer
+  writes it in a transaction of its own once the records up to it are
+  committed and their callers answered (nobody waits on a snapshot), and
+  deletes the records it covers: the file stays bounded and replay stays
+  short. A snapshot that fails to write loses nothing (its records are
+  still there); it is logged and the next one is tried as usual.
 * On open, the file must be an actorsched journal (SQLite header
   ``application_id``, a ``meta`` table with the magic value and a schema
   version this code reads) and pass ``PRAGMA quick_check``; recovery then
@@ -30,8 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
-import json
 import logging
 import os
 import queue
@@ -66,6 +69,18 @@ _SCHEMA = (
     "CREATE TABLE snapshot (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL,"
     " taken_at REAL NOT NULL, body TEXT NOT NULL, sha256 TEXT NOT NULL)",
 )
+
+
+# Rows per INSERT statement: 5 parameters a row stays under SQLite's oldest
+# limit of 999 parameters per statement.
+_INSERT_CHUNK = 199
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_sql(rows: int) -> str:
+    return "INSERT INTO records (seq, kind, now, body, crc) VALUES " + ",".join(
+        ["(?,?,?,?,?)"] * rows
+    )
 
 
 @dataclass(slots=True)
@@ -331,23 +346,32 @@ class SqliteJournal:
                     group.append(self._queue.get_nowait())
             items = [item for item in group if item is not None]
             if items:
-                error = self._commit(items)
+                error, snapshot = self._commit(items)
                 loop = self._loop
                 assert loop is not None
                 # a closed loop has nobody waiting any more
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(self._settle, items, error)
+                if snapshot is not None:
+                    self._snapshot(*snapshot)
             if len(items) != len(group):  # the stop sentinel, always last
                 return
 
-    def _commit(self, items: list[_Pending]) -> JournalError | None:
-        """Write ``items`` in one transaction; return the error instead of raising."""
+    def _commit(
+        self, items: list[_Pending]
+    ) -> tuple[JournalError | None, tuple[CoreImage, int] | None]:
+        """Write the records of ``items`` in one transaction.
+
+        Returns the error instead of raising, and the last snapshot captured
+        among ``items`` with the seq of the last record it covers (an earlier
+        one in the same group is superseded by it).
+        """
         if self._failed is not None:
-            return self._failed
+            return self._failed, None
         conn = self._conn
         assert conn is not None
         seq = self._next_seq
-        written = snapshots = 0
+        snapshot: tuple[CoreImage, int] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
             rows: list[tuple[int, str, float, str, int]] = []
@@ -357,13 +381,8 @@ class SqliteJournal:
                     rows.append((seq, record.kind, record.now, record.body, crc))
                     seq += 1
                 if item.image is not None:
-                    self._insert(conn, rows)
-                    written += len(rows)
-                    rows = []
-                    self._write_snapshot(conn, item.image, seq - 1)
-                    snapshots += 1
+                    snapshot = (item.image, seq - 1)
             self._insert(conn, rows)
-            written += len(rows)
             conn.execute("COMMIT")
         except Exception as exc:
             with contextlib.suppress(sqlite3.Error):
@@ -375,40 +394,54 @@ class SqliteJournal:
             error.__cause__ = exc
             self._failed = error
             log.error("%s", error)
-            return error
+            return error, None
         self._next_seq = seq
         self.stats.batches += len(items)
         self.stats.transactions += 1
-        self.stats.records += written
-        self.stats.snapshots += snapshots
-        return None
+        self.stats.records += len(rows)
+        return None, snapshot
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, rows: list[tuple[int, str, float, str, int]]) -> None:
-        """Insert ``rows`` with one statement.
+        """Insert ``rows`` with one multi-row statement per ``_INSERT_CHUNK`` rows.
 
         ``executemany`` would step SQLite once per row, and each step lets go
         of the GIL and must win it back from the owner, which is busy applying
-        the next batch: one JSON array (floats round-trip exactly) makes the
-        whole insert a single step.
+        the next batch; one ``VALUES (...), (...)`` statement is a single step
+        (and about four times cheaper than passing the rows as one JSON array).
         """
-        if rows:
-            conn.execute(
-                "INSERT INTO records (seq, kind, now, body, crc) SELECT"
-                " json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
-                " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
-                " json_extract(value, '$[4]') FROM json_each(?)",
-                (json.dumps(rows),),
-            )
+        for start in range(0, len(rows), _INSERT_CHUNK):
+            chunk = rows[start : start + _INSERT_CHUNK]
+            conn.execute(_insert_sql(len(chunk)), [value for row in chunk for value in row])
 
-    def _write_snapshot(self, conn: sqlite3.Connection, image: CoreImage, seq: int) -> None:
-        body = encode(image)
-        conn.execute(
-            "INSERT OR REPLACE INTO snapshot (id, seq, taken_at, body, sha256)"
-            " VALUES (1, ?, ?, ?, ?)",
-            (seq, time.time(), body, hashlib.sha256(body.encode()).hexdigest()),
-        )
-        conn.execute("DELETE FROM records WHERE seq <= ?", (seq,))
+    def _snapshot(self, image: CoreImage, seq: int) -> None:
+        """Write ``image`` (the state after record ``seq``) and drop the records it covers."""
+        conn = self._conn
+        assert conn is not None
+        try:
+            body = encode(image)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT OR REPLACE INTO snapshot (id, seq, taken_at, body, sha256)"
+                " VALUES (1, ?, ?, ?, ?)",
+                (seq, time.time(), body, hashlib.sha256(body.encode()).hexdigest()),
+            )
+            conn.execute("DELETE FROM records WHERE seq <= ?", (seq,))
+            conn.execute("COMMIT")
+        except Exception:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            log.exception(
+                "could not write a snapshot of journal %s at record %d; nothing is lost "
+                "(replay starts from the previous snapshot), the next one is tried after "
+                "%d more records",
+                self.path,
+                seq,
+                self.snapshot_every,
+            )
+            return
+        self.stats.snapshots += 1
 
     def _settle(self, items: list[_Pending], error: JournalError | None) -> None:
         for item in items:

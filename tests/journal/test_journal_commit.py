@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Awaitable
 from contextlib import closing
 from pathlib import Path
@@ -13,6 +14,7 @@ from journal_workload import report
 
 from actorsched import RequestSpec, Scheduler, SchedulerConfig
 from actorsched.actor import Envelope
+from actorsched.core.snapshot import CoreImage
 from actorsched.journal import JournalError, SqliteJournal
 
 CONFIG = SchedulerConfig(max_io_ops_per_host=10_000, max_instances_per_host=10_000)
@@ -36,6 +38,25 @@ async def test_many_concurrent_callers_share_transactions(tmp_path: Path) -> Non
         assert journal.stats.records == 8 + 300  # the host reports, then one per claim
         transactions = journal.stats.transactions - before
         assert 1 <= transactions < 300 / 10
+
+
+async def test_a_transaction_of_more_records_than_one_insert_takes(tmp_path: Path) -> None:
+    # 450 reports in one batch: three INSERT statements (199 + 199 + 52 rows), one commit
+    path = tmp_path / "j.sqlite"
+    async with Scheduler(CONFIG, journal=SqliteJournal(path)) as s:
+        journal = s.journal
+        assert journal is not None
+        before = journal.stats.transactions
+        await _hosts(s, 450)
+        assert journal.stats.transactions - before == 1
+        assert journal.stats.records == 450
+        with closing(sqlite3.connect(path)) as reader:
+            seqs = [row[0] for row in reader.execute("SELECT seq FROM records ORDER BY seq")]
+        assert seqs == list(range(1, 451))
+        digest = s.core.digest()
+    async with Scheduler(CONFIG, journal=path) as again:
+        assert again.host_count == 450
+        assert again.core.digest() == digest
 
 
 class GatedSink:
@@ -137,6 +158,73 @@ async def test_snapshots_keep_the_journal_short(tmp_path: Path) -> None:
     async with Scheduler(CONFIG, journal=path) as again:
         assert again.core.digest() == digest
         assert again.claim_count == 100
+
+
+class HeldSnapshots(SqliteJournal):
+    """A journal whose snapshot writes wait until ``release`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, snapshot_every=10)
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def _snapshot(self, image: CoreImage, seq: int) -> None:
+        self.started.set()
+        assert self.release.wait(30), "the test never released the snapshot"
+        super()._snapshot(image, seq)
+
+
+async def test_callers_do_not_wait_for_a_snapshot(tmp_path: Path) -> None:
+    journal = HeldSnapshots(tmp_path / "j.sqlite")
+    async with Scheduler(CONFIG, journal=journal) as s:
+        await _hosts(s)  # 8 records
+        await s.select_destinations(_spec("vm-a"))
+        await s.select_destinations(_spec("vm-b"))  # the 10th record: a snapshot is due
+        assert await asyncio.to_thread(journal.started.wait, 10)
+        # the writer is inside the snapshot; the batch that asked for it is
+        # answered, and so is the next one, once its own records are durable
+        with pytest.raises(TimeoutError):  # ... only after the snapshot
+            await asyncio.wait_for(s.select_destinations(_spec("vm-c")), 0.3)
+        assert journal.stats.snapshots == 0
+        journal.release.set()
+        assert (await s.select_destinations(_spec("vm-c")))[0].instance_uuid == "vm-c"
+        digest = s.core.digest()
+    assert journal.stats.snapshots >= 1
+    async with Scheduler(CONFIG, journal=tmp_path / "j.sqlite") as again:
+        assert again.core.digest() == digest
+        assert again.journal is not None
+        assert again.journal.recovery is not None
+        assert again.journal.recovery.snapshot_seq >= 10
+
+
+async def test_a_failed_snapshot_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import actorsched.journal.sqlite as sqlite_journal
+
+    def broken(image: CoreImage) -> str:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sqlite_journal, "encode", broken)
+    path = tmp_path / "j.sqlite"
+    async with Scheduler(CONFIG, journal=SqliteJournal(path, snapshot_every=5)) as s:
+        await _hosts(s)
+        placed = [await s.select_destinations(_spec(f"vm-{i}")) for i in range(12)]
+        assert len(placed) == 12  # every call answered: a snapshot is not needed for that
+        journal = s.journal
+        assert journal is not None
+        assert journal.stats.snapshots == 0
+        assert journal.stats.records == 8 + 12
+        digest = s.core.digest()
+    assert "could not write a snapshot" in caplog.text
+    assert "disk full" in caplog.text
+    monkeypatch.undo()
+    async with Scheduler(CONFIG, journal=path) as again:  # every record replays
+        assert again.journal is not None
+        assert again.journal.recovery is not None
+        assert again.journal.recovery.snapshot_seq == 0
+        assert again.journal.recovery.replayed == 8 + 12
+        assert again.core.digest() == digest
 
 
 async def test_sink_and_journal_together_are_refused(tmp_path: Path) -> None:
