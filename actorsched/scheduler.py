@@ -147,7 +147,15 @@ class Scheduler:
     ) -> None:
         await self.stop()
 
-    def _ask(self, command: Command) -> Awaitable[object]:
+    def submit(self, command: Command) -> Awaitable[object]:
+        """Send one core command; await what this returns for its result or error.
+
+        The typed methods below are the API. This is the path of a caller
+        that sends many commands at once (the AMQP service, for the items
+        of a batch): a plain call that returns the answer's future, with no
+        coroutine or task per command. Raises SchedulerStopped at once when
+        the scheduler is not running.
+        """
         if self._owner is None or self._stopped:
             raise SchedulerStopped(
                 "the scheduler is not running: use `async with Scheduler() as s` or await start()"
@@ -159,7 +167,7 @@ class Scheduler:
     async def update_host(self, report: HostReport) -> bool:
         """Apply a host report; False, and nothing changed, when it is stale."""
         _expect(report, HostReport, "update_host")
-        return cast(bool, await self._ask(UpdateHost(report)))
+        return cast(bool, await self.submit(UpdateHost(report)))
 
     async def update_hosts(self, reports: Sequence[HostReport]) -> list[bool]:
         """Apply many reports as one message (one owner step); one bool each, as update_host.
@@ -168,26 +176,26 @@ class Scheduler:
         """
         for report in reports:
             _expect(report, HostReport, "update_hosts")
-        return cast(list[bool], await self._ask(UpdateHosts(tuple(reports))))
+        return cast(list[bool], await self.submit(UpdateHosts(tuple(reports))))
 
     async def select_destinations(self, spec: RequestSpec) -> list[Selection]:
         """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
         _expect(spec, RequestSpec, "select_destinations")
-        return cast(list[Selection], await self._ask(SelectDestinations(spec)))
+        return cast(list[Selection], await self.submit(SelectDestinations(spec)))
 
     async def release(self, instance_uuid: str) -> bool:
         """Free that instance's claim at once; False when it holds none."""
         _expect(instance_uuid, str, "release")
-        return cast(bool, await self._ask(Release(instance_uuid)))
+        return cast(bool, await self.submit(Release(instance_uuid)))
 
     async def remove_host(self, host: str) -> bool:
         """Forget a host and its claims; False when unknown."""
         _expect(host, str, "remove_host")
-        return cast(bool, await self._ask(RemoveHost(host)))
+        return cast(bool, await self.submit(RemoveHost(host)))
 
     async def host_states(self) -> dict[str, HostState]:
         """A consistent snapshot of every host, taken in one step of the owner."""
-        return cast(dict[str, HostState], await self._ask(GetHostStates()))
+        return cast(dict[str, HostState], await self.submit(GetHostStates()))
 
     # -- introspection (cheap, read from the owner's side) --------------------
 

@@ -37,6 +37,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any
 
@@ -52,6 +53,14 @@ from aio_pika.abc import (
 from pydantic import BaseModel
 from yarl import URL
 
+from ..core import (
+    Command,
+    GetHostStates,
+    Release,
+    RemoveHost,
+    SelectDestinations,
+    UpdateHost,
+)
 from ..errors import SchedulerError, SchedulerStopped
 from ..models import HostReport, RequestSpec, SchedulerConfig
 from ..scheduler import Scheduler
@@ -62,7 +71,6 @@ from .protocol import (
     DEFAULT_MAX_BODY_BYTES,
     OPERATIONS,
     BadMessage,
-    BatchItem,
     BatchRequest,
     HostReportResult,
     Operation,
@@ -129,24 +137,36 @@ def _redact(url: str) -> str:
     return str(parsed.with_password("***")) if parsed.password else url
 
 
-async def _dispatch(scheduler: Scheduler, op: Operation, request: BaseModel) -> Any:
-    """Call the scheduler method ``op`` names; return what goes in the reply's ``result``."""
+def _command(op: Operation, request: BaseModel) -> Command:
+    """The core command that operation ``op`` with ``request`` asks the scheduler for."""
     name = op.name
     if name == "select_destinations":
         assert isinstance(request, RequestSpec)
-        return await scheduler.select_destinations(request)
+        return SelectDestinations(request)
     if name == "host_report":
         assert isinstance(request, HostReport)
-        return HostReportResult(applied=await scheduler.update_host(request))
+        return UpdateHost(request)
     if name == "release":
         assert isinstance(request, ReleaseRequest)
-        return ReleaseResult(released=await scheduler.release(request.instance_uuid))
+        return Release(request.instance_uuid)
     if name == "remove_host":
         assert isinstance(request, RemoveHostRequest)
-        return RemoveHostResult(removed=await scheduler.remove_host(request.host))
+        return RemoveHost(request.host)
     if name == "host_states":
-        return await scheduler.host_states()
-    raise AssertionError(f"operation {name!r} has no dispatch")  # OPERATIONS and this drifted
+        return GetHostStates()
+    raise AssertionError(f"operation {name!r} has no command")  # OPERATIONS and this drifted
+
+
+def _result(op: Operation, value: object) -> Any:
+    """What goes in the reply's ``result`` for the scheduler's answer ``value`` to ``op``."""
+    name = op.name
+    if name == "host_report":
+        return HostReportResult(applied=bool(value))
+    if name == "release":
+        return ReleaseResult(released=bool(value))
+    if name == "remove_host":
+        return RemoveHostResult(removed=bool(value))
+    return value
 
 
 class SchedulerService:
@@ -200,7 +220,6 @@ class SchedulerService:
         self._dlx: AbstractExchange | None = None
         self._consumer_tag: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._operation_slots = asyncio.Semaphore(mailbox)
         self.accepted = 0  # deliveries this service started to handle
         self.answered = 0  # ... that it acked (answered, or dead-lettered)
         self.returned = 0  # ... that it handed back to the broker
@@ -338,7 +357,7 @@ class SchedulerService:
             assert isinstance(request, BatchRequest)
             return await self._process_batch(message, request, items)
         try:
-            body = encode_ok(op, await self._dispatch(op, request))
+            body = encode_ok(op, _result(op, await self._submit(op, request)))
             outcome = "ok"
         except SchedulerStopped:
             # this process is going away; another (or the next) one will answer it
@@ -353,22 +372,51 @@ class SchedulerService:
     async def _process_batch(
         self, message: AbstractIncomingMessage, batch: BatchRequest, items: list[tuple[str, str]]
     ) -> str:
-        # all items at once, so they reach the owner's mailbox together
-        answers = await asyncio.gather(
-            *(self._run_item(i, item, message) for i, item in enumerate(batch.requests)),
-            return_exceptions=True,
-        )
+        # Every item is checked and handed to the owner before any is awaited,
+        # so they reach its mailbox together (one owner step), with no task per
+        # item; past a full mailbox the rest wait for room (backpressure), so a
+        # flood waits here or in the broker, never in the mailbox.
+        labels: list[str] = []
+        outcomes: list[str] = []
         replies: list[bytes] = []
+        started: list[tuple[int, Operation]] = []
+        waits: list[Awaitable[object]] = []
+        for index, item in enumerate(batch.requests):
+            try:
+                op, request = decode_batch_item(item)
+            except BadMessage as bad:
+                log.warning(
+                    "refusing item %d (%r) of a batch (correlation_id %s): %s",
+                    index,
+                    item.type,
+                    message.correlation_id,
+                    bad,
+                )
+                known = item.type in OPERATIONS and item.type != BATCH
+                labels.append(item.type if known else "unknown")
+                outcomes.append("InvalidRequest")
+                replies.append(encode_error(bad))
+                continue
+            started.append((len(replies), op))
+            labels.append(op.name)
+            outcomes.append("ok")
+            replies.append(b"")
+            waits.append(self._submit(op, request))
+        answers = await asyncio.gather(*waits, return_exceptions=True)
         failed: BaseException | None = None
-        for item, answer in zip(batch.requests, answers, strict=True):
+        for (slot, op), answer in zip(started, answers, strict=True):
+            if isinstance(answer, SchedulerError) and not isinstance(answer, SchedulerStopped):
+                replies[slot], outcomes[slot] = encode_error(answer), type(answer).__name__
+                continue
             if isinstance(answer, BaseException):
                 failed = failed or answer
-                items.append((item.type if item.type in OPERATIONS else "unknown", "requeued"))
                 continue
-            item_op, reply, outcome = answer
-            items.append((item_op, outcome))
-            replies.append(reply)
+            try:
+                replies[slot] = encode_ok(op, _result(op, answer))
+            except Exception as exc:
+                failed = failed or exc
         if failed is not None:
+            items.extend((label, "requeued") for label in labels)
             if not isinstance(failed, SchedulerStopped):
                 if not isinstance(failed, Exception):
                     raise failed  # cancelled: the broker delivers it again
@@ -380,40 +428,17 @@ class SchedulerService:
                     exc_info=failed,
                 )
             return await self._give_back(message)
+        items.extend(zip(labels, outcomes, strict=True))
         return await self._answer(message, BATCH, encode_batch_ok(replies), "ok")
 
-    async def _run_item(
-        self, index: int, item: BatchItem, message: AbstractIncomingMessage
-    ) -> tuple[str, bytes, str]:
-        """One item of a batch: (its op label, its reply object, its outcome).
-
-        SchedulerStopped and unexpected errors propagate: the whole batch goes back.
-        """
+    def _submit(self, op: Operation, request: BaseModel) -> Awaitable[object]:
+        """Hand ``request`` to the scheduler; the awaitable fails if it is not running."""
         try:
-            op, request = decode_batch_item(item)
-        except BadMessage as bad:
-            log.warning(
-                "refusing item %d (%r) of a batch (correlation_id %s): %s",
-                index,
-                item.type,
-                message.correlation_id,
-                bad,
-            )
-            label = item.type if item.type in OPERATIONS and item.type != BATCH else "unknown"
-            return label, encode_error(bad), "InvalidRequest"
-        try:
-            return op.name, encode_ok(op, await self._dispatch(op, request)), "ok"
-        except SchedulerStopped:
-            raise
-        except SchedulerError as exc:
-            return op.name, encode_error(exc), type(exc).__name__
-
-    async def _dispatch(self, op: Operation, request: BaseModel) -> Any:
-        # At most a mailbox's worth of operations wait on the scheduler at
-        # once, however many batch items the prefetched deliveries carry: a
-        # flood stays in the broker (or in this wait), not in the mailbox.
-        async with self._operation_slots:
-            return await _dispatch(self.scheduler, op, request)
+            return self.scheduler.submit(_command(op, request))
+        except SchedulerStopped as exc:
+            stopped: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            stopped.set_exception(exc)
+            return stopped
 
     def _log_unexpected(self, op_name: str) -> None:
         log.exception(
