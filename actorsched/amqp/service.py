@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -337,11 +338,18 @@ class SchedulerService:
             metrics.latency.labels(op_label).observe(elapsed)
             return
         # a batch: count each item by its own op, as if it had come alone
+        # (one label lookup per distinct op and outcome, not per item)
         self.operations += 0 if given_back else len(items)
         metrics.batch_items.observe(len(items))
-        for item_op, item_outcome in items:
-            metrics.requests.labels(item_op, outcome if given_back else item_outcome).inc()
-            metrics.latency.labels(item_op).observe(elapsed)
+        counts = collections.Counter(
+            (item_op, outcome if given_back else item_outcome) for item_op, item_outcome in items
+        )
+        for (item_op, item_outcome), count in counts.items():
+            metrics.requests.labels(item_op, item_outcome).inc(count)
+        for item_op, count in collections.Counter(item_op for item_op, _ in items).items():
+            observe = metrics.latency.labels(item_op).observe
+            for _ in range(count):
+                observe(elapsed)
 
     async def _process(self, message: AbstractIncomingMessage, items: list[tuple[str, str]]) -> str:
         try:

@@ -118,6 +118,10 @@ async def test_concurrent_calls_through_one_client_share_messages(stack: Stack) 
     assert requests_total(stack, "select_destinations", "ok") == 300
     assert requests_total(stack, "host_report", "ok") == 10
     assert requests_total(stack, "batch", "ok") == 0
+    latency = stack.service.metrics.registry.get_sample_value(
+        "actorsched_request_duration_seconds_count", {"op": "select_destinations"}
+    )
+    assert latency == 300  # one latency sample per item too
     batch_messages = stack.service.metrics.registry.get_sample_value("actorsched_batch_items_count")
     assert batch_messages is not None
     assert 1 <= batch_messages < stack.service.accepted + 1
