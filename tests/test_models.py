@@ -111,6 +111,23 @@ def test_request_spec_defaults() -> None:
     assert spec.ignore_hosts == []
 
 
+def test_default_lists_are_fresh_per_instance_and_documented() -> None:
+    one, two = RequestSpec.model_validate(SPEC), RequestSpec.model_validate(SPEC)
+    lists = ("required_traits", "forbidden_traits", "same_host", "different_host", "ignore_hosts")
+    for name in lists:
+        assert getattr(one, name) is not getattr(two, name), name  # never one shared list
+    one.required_traits.append("CUSTOM_X")  # frozen models, but a list is a list
+    assert two.required_traits == []
+    assert RequestSpec.model_validate(SPEC).required_traits == []
+    first, second = HostReport.model_validate(REPORT), HostReport.model_validate(REPORT)
+    assert first.traits is not second.traits
+    assert first.instances is not second.instances
+    # the JSON schema still tells clients these may be left out
+    properties = RequestSpec.model_json_schema()["properties"]
+    assert all(properties[name]["default"] == [] for name in lists)
+    assert "required_traits" not in RequestSpec.model_json_schema()["required"]
+
+
 # -- RequestSpec rules ------------------------------------------------------------
 
 
