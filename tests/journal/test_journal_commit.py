@@ -181,9 +181,10 @@ async def test_callers_do_not_wait_for_a_snapshot(tmp_path: Path) -> None:
         await s.select_destinations(_spec("vm-a"))
         await s.select_destinations(_spec("vm-b"))  # the 10th record: a snapshot is due
         assert await asyncio.to_thread(journal.started.wait, 10)
-        # the writer is inside the snapshot; the batch that asked for it is
-        # answered, and so is the next one, once its own records are durable
-        with pytest.raises(TimeoutError):  # ... only after the snapshot
+        # vm-b made the snapshot due and has its answer while the writer is
+        # still inside that snapshot: answers wait for records, not snapshots.
+        # The next batch's records queue behind the snapshot on the one writer.
+        with pytest.raises(TimeoutError):
             await asyncio.wait_for(s.select_destinations(_spec("vm-c")), 0.3)
         assert journal.stats.snapshots == 0
         journal.release.set()
