@@ -6,12 +6,14 @@ exclusive queue, matched by ``correlation_id``. Errors come back as the
 classes the embedded :class:`~actorsched.Scheduler` raises.
 
 With ``batch=True`` (the default) one client shared by many concurrent
-callers coalesces them, Nagle-style without a timer: one sender task
-publishes what is queued and, while that publish waits for its confirm,
-later calls queue up; the next message takes all of them (up to
-``max_batch``) as one ``batch``. A call made while nothing else is waiting
-goes out at once as its plain operation. Each caller still gets its own
-result or exception and its own timeout.
+callers coalesces them, Nagle-style without a timer: at most ``window``
+messages are unanswered at once, and calls made while the window is full
+queue up; when a reply frees a slot, one sender task divides the queued
+calls over the free slots (up to ``max_batch`` a message) and publishes
+each share as one ``batch``. With two slots the service works on one
+message while the next is on its way through the broker. A call made while
+nothing else is waiting goes out at once as its plain operation. Each
+caller still gets its own result or exception and its own timeout.
 
 A call that times out may still have been applied. Every operation is
 safe to repeat (claims are keyed by instance uuid, reports by generation),
@@ -66,6 +68,7 @@ _RECONNECTING = (
 )
 _REPUBLISH_PAUSE = 0.05
 DEFAULT_MAX_BATCH = 256
+DEFAULT_WINDOW = 2
 # the service's default body cap, less room for the envelope
 _DEFAULT_MAX_BATCH_BYTES = DEFAULT_MAX_BODY_BYTES // 2
 
@@ -97,12 +100,13 @@ class SchedulerClient:
     ``timeout`` (seconds) bounds each call; a method's own ``timeout``
     argument overrides it. On timeout the call raises :class:`TimeoutError`.
 
-    ``batch`` (default on): calls made while a publish is in flight are sent
-    together in the next message, at most ``max_batch`` calls and about
-    ``max_batch_bytes`` of bodies in one; a lone call still goes out at once,
-    as its plain operation. Share one client between many concurrent
-    callers to get the most from it. The service must know the ``batch``
-    operation; ``batch=False`` publishes one message per call.
+    ``batch`` (default on): at most ``window`` messages wait for their
+    replies at once; calls made meanwhile are sent together when a slot
+    frees, divided over the free slots, at most ``max_batch`` calls and
+    about ``max_batch_bytes`` of bodies in one message; a lone call still
+    goes out at once, as its plain operation. Share one client between many
+    concurrent callers to get the most from it. The service must know the
+    ``batch`` operation; ``batch=False`` publishes one message per call.
 
     >>> async def place(spec: RequestSpec) -> list[Selection]:  # doctest: +SKIP
     ...     async with SchedulerClient("amqp://guest:guest@127.0.0.1/") as client:
@@ -119,17 +123,21 @@ class SchedulerClient:
         batch: bool = True,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_batch_bytes: int = _DEFAULT_MAX_BATCH_BYTES,
+        window: int = DEFAULT_WINDOW,
     ) -> None:
         if not 1 <= max_batch <= MAX_BATCH_ITEMS:
             raise ValueError(f"max_batch must be between 1 and {MAX_BATCH_ITEMS}, got {max_batch}")
         if max_batch_bytes < 1:
             raise ValueError(f"max_batch_bytes must be positive, got {max_batch_bytes}")
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
         self.url = url
         self.queue = queue
         self.timeout = timeout
         self.batch = batch
         self.max_batch = max_batch
         self.max_batch_bytes = max_batch_bytes
+        self.window = window
         self.messages_sent = 0  # requests published (a batch is one)
         self._reconnect_interval = reconnect_interval
         self._reply_queue = f"actorsched.reply.{uuid.uuid4().hex}"
@@ -139,6 +147,7 @@ class SchedulerClient:
         self._queued: collections.deque[_Call] = collections.deque()
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
+        self._publishing: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -174,6 +183,9 @@ class SchedulerClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
             self._sender = None
+        for publishing in list(self._publishing):
+            publishing.cancel()
+        await asyncio.gather(*self._publishing, return_exceptions=True)
         stopped = "the SchedulerClient was closed"
         for call in self._queued:
             if not call.future.done():
@@ -270,24 +282,30 @@ class SchedulerClient:
             inflight.waiting -= 1
             if inflight.waiting <= 0:
                 del self._pending[call.correlation_id]
+                self._wakeup.set()  # a slot of the window is free
 
     async def _send_loop(self) -> None:
-        """The batching sender: publish what is queued as one message, wait, repeat."""
+        """The batching sender: divide what is queued over the free slots, publish, repeat."""
         while True:
-            if not self._queued:
+            free = self.window - len(self._pending)
+            if not self._queued or free <= 0:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            calls = self._take()
+            calls = self._take(-(-len(self._queued) // free))  # a fair share, rounded up
             if calls:
-                await self._send(calls)
+                message, correlation_id = self._prepare(calls)
+                publish = asyncio.create_task(self._deliver(message, correlation_id, calls))
+                self._publishing.add(publish)
+                publish.add_done_callback(self._publishing.discard)
 
-    def _take(self) -> list[_Call]:
-        """The calls for the next message: up to max_batch, within max_batch_bytes."""
+    def _take(self, share: int) -> list[_Call]:
+        """The calls for the next message: up to ``share`` and max_batch, within max_batch_bytes."""
         calls: list[_Call] = []
         size = 0
         queued = self._queued
-        while queued and len(calls) < self.max_batch:
+        limit = min(share, self.max_batch)
+        while queued and len(calls) < limit:
             call = queued[0]
             if call.future.done():  # its caller gave up before it was sent
                 queued.popleft()
@@ -299,10 +317,13 @@ class SchedulerClient:
         return calls
 
     async def _send(self, calls: list[_Call]) -> None:
-        """Publish ``calls``: one as its plain operation, several as one ``batch``.
+        """Publish ``calls`` and wait for the broker's confirm (errors go to their futures)."""
+        message, correlation_id = self._prepare(calls)
+        await self._deliver(message, correlation_id, calls)
 
-        Errors end up in the calls' futures, never in the sender.
-        """
+    def _prepare(self, calls: list[_Call]) -> tuple[aio_pika.Message, str]:
+        """The message for ``calls`` (one as its plain operation, several as one ``batch``),
+        registered as awaiting its reply."""
         correlation_id = uuid.uuid4().hex
         if len(calls) == 1:
             op_name, body = calls[0].op.name, calls[0].body
@@ -316,11 +337,10 @@ class SchedulerClient:
                 )
                 + b"]}"
             )
-        inflight = _InFlight(calls, batch=len(calls) > 1, waiting=len(calls))
         for call in calls:
             call.correlation_id = correlation_id
         # registered before publishing: the reply may overtake the confirm
-        self._pending[correlation_id] = inflight
+        self._pending[correlation_id] = _InFlight(calls, batch=len(calls) > 1, waiting=len(calls))
         message = aio_pika.Message(
             body,
             content_type=CONTENT_TYPE,
@@ -330,10 +350,16 @@ class SchedulerClient:
             reply_to=self._reply_queue,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
+        return message, correlation_id
+
+    async def _deliver(
+        self, message: aio_pika.Message, correlation_id: str, calls: list[_Call]
+    ) -> None:
         try:
             await self._publish(message, calls)
         except Exception as exc:
-            self._pending.pop(correlation_id, None)
+            if self._pending.pop(correlation_id, None) is not None:
+                self._wakeup.set()
             for call in calls:
                 if not call.future.done():
                     call.future.set_exception(exc)
@@ -371,6 +397,8 @@ class SchedulerClient:
         inflight = self._pending.pop(message.correlation_id or "", None)
         if inflight is None:
             return
+        if self._queued:
+            self._wakeup.set()  # a slot of the window is free
         calls = inflight.calls
         if not inflight.batch:
             outcomes: list[Any] = []

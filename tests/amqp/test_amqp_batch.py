@@ -20,7 +20,7 @@ from amqp_support import (
     unique_queue,
 )
 
-from actorsched import InvalidRequest, NoValidHost, RequestSpec
+from actorsched import InvalidRequest, NoValidHost, RequestSpec, Selection
 from actorsched.amqp import SchedulerClient
 from actorsched.amqp.service import REASON_HEADER, dead_letter_names, queue_arguments
 
@@ -308,6 +308,58 @@ async def test_without_batching_every_call_is_its_own_message(stack: Stack) -> N
         assert client.messages_sent == 20
     await settled(stack)
     assert requests_total(stack, "select_destinations", "ok") == 20
+
+
+@pytest.mark.parametrize(
+    ("window", "first_messages"),
+    [(1, [40]), (2, [20, 20]), (3, [14, 13, 13])],
+)
+async def test_calls_are_divided_over_the_window(
+    stack: Stack, window: int, first_messages: list[int]
+) -> None:
+    await stack.client.update_host(host_report("h1", memory_mb=131_072))
+    async with SchedulerClient(stack.url, queue=stack.queue, timeout=10, window=window) as client:
+        sizes: list[int] = []
+        most_unanswered = 0
+        prepare = client._prepare
+
+        def watching_prepare(calls: list[Any]) -> Any:
+            nonlocal most_unanswered
+            prepared = prepare(calls)
+            sizes.append(len(calls))
+            most_unanswered = max(most_unanswered, len(client._pending))
+            return prepared
+
+        client._prepare = watching_prepare  # type: ignore[method-assign]
+        # 40 calls queued before the sender runs: one share per free slot
+        first = await asyncio.gather(
+            *(client.select_destinations(spec(f"a-{i}")) for i in range(40))
+        )
+        assert sizes == first_messages
+        # calls arriving in waves while earlier messages are unanswered wait for
+        # a free slot: never more messages unanswered than the window allows
+        waves: list[asyncio.Future[list[Selection]]] = []
+        for wave in range(8):
+            waves.extend(
+                asyncio.ensure_future(client.select_destinations(spec(f"b-{i}")))
+                for i in range(wave * 20, wave * 20 + 20)
+            )
+            await asyncio.sleep(0.001)
+        later = await asyncio.gather(*waves)
+        assert most_unanswered == window  # the window filled up, and went no further
+        assert sum(sizes) == 200
+        results = [*first, *later]
+        assert [sel.instance_uuid for [sel] in results] == [
+            *(f"a-{i}" for i in range(40)),
+            *(f"b-{i}" for i in range(160)),
+        ]
+    await settled(stack)
+    assert requests_total(stack, "select_destinations", "ok") == 200
+
+
+def test_window_is_at_least_one() -> None:
+    with pytest.raises(ValueError, match="window must be at least 1, got 0"):
+        SchedulerClient(window=0)
 
 
 def test_max_batch_is_bounded() -> None:
