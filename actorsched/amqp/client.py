@@ -148,6 +148,9 @@ class SchedulerClient:
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self._publishing: set[asyncio.Task[None]] = set()
+        # messages holding a slot of the window: sent since the last reconnect
+        # and neither answered nor given up by all their callers
+        self._holding: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -172,6 +175,7 @@ class SchedulerClient:
         except BaseException:
             await connection.close()
             raise
+        connection.reconnect_callbacks.add(self._on_reconnect)
         self._connection, self._channel = connection, channel
         if self.batch:
             self._sender = asyncio.create_task(self._send_loop(), name="actorsched client sender")
@@ -196,6 +200,7 @@ class SchedulerClient:
                 if not call.future.done():
                     call.future.set_exception(SchedulerStopped(stopped))
         self._pending.clear()
+        self._holding.clear()
         if self._connection is not None:
             await self._connection.close()
             self._connection = self._channel = None
@@ -282,12 +287,32 @@ class SchedulerClient:
             inflight.waiting -= 1
             if inflight.waiting <= 0:
                 del self._pending[call.correlation_id]
-                self._wakeup.set()  # a slot of the window is free
+                self._free_slot(call.correlation_id)
+
+    def _free_slot(self, correlation_id: str) -> None:
+        if correlation_id in self._holding:
+            self._holding.discard(correlation_id)
+            self._wakeup.set()
+
+    def _on_reconnect(self, _connection: object) -> None:
+        """After a reconnect, earlier messages hold no slot of the window.
+
+        Their replies may have been lost with the old reply queue; they are
+        still matched if they come, and their callers still time out if
+        not, but new calls need not wait for that.
+        """
+        if self._holding:
+            log.info(
+                "reconnected: %d unanswered message(s) no longer hold the window",
+                len(self._holding),
+            )
+            self._holding.clear()
+            self._wakeup.set()
 
     async def _send_loop(self) -> None:
         """The batching sender: divide what is queued over the free slots, publish, repeat."""
         while True:
-            free = self.window - len(self._pending)
+            free = self.window - len(self._holding)
             if not self._queued or free <= 0:
                 self._wakeup.clear()
                 await self._wakeup.wait()
@@ -341,6 +366,7 @@ class SchedulerClient:
             call.correlation_id = correlation_id
         # registered before publishing: the reply may overtake the confirm
         self._pending[correlation_id] = _InFlight(calls, batch=len(calls) > 1, waiting=len(calls))
+        self._holding.add(correlation_id)
         message = aio_pika.Message(
             body,
             content_type=CONTENT_TYPE,
@@ -358,8 +384,8 @@ class SchedulerClient:
         try:
             await self._publish(message, calls)
         except Exception as exc:
-            if self._pending.pop(correlation_id, None) is not None:
-                self._wakeup.set()
+            self._pending.pop(correlation_id, None)
+            self._free_slot(correlation_id)
             for call in calls:
                 if not call.future.done():
                     call.future.set_exception(exc)
@@ -397,8 +423,7 @@ class SchedulerClient:
         inflight = self._pending.pop(message.correlation_id or "", None)
         if inflight is None:
             return
-        if self._queued:
-            self._wakeup.set()  # a slot of the window is free
+        self._free_slot(message.correlation_id or "")
         calls = inflight.calls
         if not inflight.batch:
             outcomes: list[Any] = []

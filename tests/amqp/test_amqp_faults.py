@@ -17,6 +17,7 @@ import pytest
 from amqp_support import AMQP_URL, ROOMY, delete_topology, host_report, running_stack, unique_queue
 
 from actorsched import RequestSpec, Selection
+from actorsched.amqp import SchedulerClient
 
 pytestmark = [pytest.mark.amqp, pytest.mark.slow]
 
@@ -122,6 +123,51 @@ async def test_close_all_connections_mid_load_loses_and_doubles_no_claim(
         for host in hosts:  # per host, what the scheduler counts is what clients were told
             told = sum(1 for h in acknowledged.values() if h == host)
             assert 8192 - states[host].free_ram_mb == told * MEMORY_MB
+
+
+async def test_a_reconnect_frees_the_window_of_unanswered_messages(
+    vhost_url: tuple[str, str],
+) -> None:
+    vhost, url = vhost_url
+    queue = unique_queue()
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel()
+        # the request queue, but no service: nothing is ever answered
+        await channel.declare_queue(queue, durable=True)
+        spec = RequestSpec(instance_uuids=["vm-a"], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
+        async with SchedulerClient(
+            url, queue=queue, timeout=60, window=1, reconnect_interval=0.2
+        ) as client:
+            first = asyncio.ensure_future(client.select_destinations(spec))
+            for _ in range(50):  # until it is out
+                if client.messages_sent:
+                    break
+                await asyncio.sleep(0.02)
+            second = asyncio.ensure_future(
+                client.select_destinations(spec.model_copy(update={"instance_uuids": ["vm-b"]}))
+            )
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+            # one message is out and unanswered: the window of one is full
+            assert client.messages_sent == 1
+            assert len(client._queued) == 1
+            await _rabbitmqctl(
+                "close_all_connections", "--vhost", vhost, "--limit", "100", "test: reconnect"
+            )
+            # after the reconnect the lost message holds no slot: the queued call
+            # goes out at once, long before the first one's 60 s timeout
+            for _ in range(500):
+                if client.messages_sent == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert client.messages_sent == 2
+            assert not client._queued
+            first.cancel()
+            second.cancel()
+            await asyncio.gather(first, second, return_exceptions=True)
+    finally:
+        await connection.close()
 
 
 async def _read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]) -> str:
