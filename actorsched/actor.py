@@ -4,8 +4,10 @@ Rules this module keeps:
 
 * One asyncio task (the owner) calls the core; it never awaits while a
   message is being applied, so no caller can see a half-applied change.
-* The mailbox is a bounded ``asyncio.Queue``: when it is full, callers wait
-  (backpressure) instead of memory growing without limit.
+* The mailbox is a bounded ``asyncio.Queue``: when it is full, a message
+  waits for room with its caller (backpressure), in order of arrival: the
+  owner moves waiting messages into the room it frees, first come first
+  served, and a new message never overtakes one that waits.
 * Each message travels in an :class:`Envelope` with the future that answers
   it. A message whose handler raises fails its own caller; the owner goes on.
 * ``stop`` is itself a message, so everything sent before it is handled.
@@ -18,6 +20,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -72,6 +75,8 @@ class Owner:
     ) -> None:
         self.core = core
         self._queue: asyncio.Queue[Envelope] = asyncio.Queue(mailbox_size)
+        # messages waiting for room in the mailbox, oldest first
+        self._waiting: collections.deque[Envelope] = collections.deque()
         self._max_batch = max_batch
         self._clock = clock
         self._sink = sink
@@ -82,7 +87,13 @@ class Owner:
 
     @property
     def mailbox_depth(self) -> int:
+        """Messages in the mailbox (at most its size)."""
         return self._queue.qsize()
+
+    @property
+    def waiting_for_room(self) -> int:
+        """Messages sent while the mailbox was full, waiting for room."""
+        return len(self._waiting)
 
     @property
     def running(self) -> bool:
@@ -94,29 +105,36 @@ class Owner:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="actorsched-owner")
         self._task.add_done_callback(self._on_owner_done)
 
-    def ask(self, command: Command) -> Awaitable[object]:
-        """Send ``command``; awaiting what this returns gives its result (or raises its error).
+    def ask(self, command: Command) -> asyncio.Future[object]:
+        """Send ``command``; the future this returns gives its result (or raises its error).
 
-        A plain function returning the answer's future when the mailbox has
-        room (no coroutine of its own on the hot path), or a coroutine that
-        first waits for room (backpressure).
+        A plain function: the message is sent by the time it returns (into
+        the mailbox, or in line for room in it when the mailbox is full),
+        whether or not anyone awaits the future.
         """
         if self._closed or self._task is None:
             raise SchedulerStopped(
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
-        try:
-            self._queue.put_nowait(envelope)
-        except asyncio.QueueFull:  # backpressure: wait for room in the mailbox
-            return self._put_then_wait(envelope)
+        self._send(envelope)
         return envelope.future
 
-    async def _put_then_wait(self, envelope: Envelope) -> object:
-        await self._queue.put(envelope)
-        if self._closed:  # the owner finished draining before this put landed
-            self._fail_queued()
-        return await envelope.future
+    def _send(self, envelope: Envelope) -> None:
+        if self._waiting:  # others wait for room: get in line behind them
+            self._waiting.append(envelope)
+            return
+        try:
+            self._queue.put_nowait(envelope)
+        except asyncio.QueueFull:  # backpressure: wait for room, first come first served
+            self._waiting.append(envelope)
+
+    def _let_in(self) -> None:
+        """Move waiting messages into the room the owner just made, oldest first."""
+        waiting = self._waiting
+        queue = self._queue
+        while waiting and not queue.full():
+            queue.put_nowait(waiting.popleft())
 
     async def stop(self) -> None:
         """Handle everything sent so far, fail what comes after, wait for the owner."""
@@ -125,7 +143,7 @@ class Owner:
             return
         if not self._closed and not self._task.done():
             stop = Envelope(None, asyncio.get_running_loop().create_future())
-            await self._queue.put(stop)
+            self._send(stop)
             # a failed journal commit fails the stop message too: stopping still succeeds
             with contextlib.suppress(SchedulerError):
                 await stop.future
@@ -142,6 +160,7 @@ class Owner:
             batch = [await queue.get()]
             while len(batch) < self._max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
+            self._let_in()
             applied: list[Envelope] = []
             for index, env in enumerate(batch):
                 if env.command is None:
@@ -197,6 +216,8 @@ class Owner:
         while not self._queue.empty():
             env = self._queue.get_nowait()
             _fail(env.future, _stopped())
+        while self._waiting:
+            _fail(self._waiting.popleft().future, _stopped())
 
     def _on_owner_done(self, task: asyncio.Task[None]) -> None:
         self._closed = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -40,6 +40,30 @@ def _expect(value: object, kind: type[_T], what: str) -> _T:
             f"build one with {kind.__name__}.model_validate(...)"
         )
     return value
+
+
+# the payload of each command with one, and the type it must have
+_PAYLOADS: dict[type, tuple[str, type]] = {
+    UpdateHost: ("report", HostReport),
+    SelectDestinations: ("spec", RequestSpec),
+    Release: ("instance_uuid", str),
+    RemoveHost: ("host", str),
+}
+
+
+def _check_command(command: object) -> None:
+    kind = type(command)
+    if isinstance(command, UpdateHosts):
+        for report in command.reports:
+            _expect(report, HostReport, "UpdateHosts")
+    elif kind in _PAYLOADS:
+        field, payload = _PAYLOADS[kind]
+        _expect(getattr(command, field), payload, kind.__name__)
+    elif not isinstance(command, GetHostStates):
+        raise InvalidRequest(
+            f"submit expects a command (UpdateHost, UpdateHosts, SelectDestinations, "
+            f"Release, RemoveHost, GetHostStates), got {kind.__name__}"
+        )
 
 
 class Scheduler:
@@ -147,15 +171,21 @@ class Scheduler:
     ) -> None:
         await self.stop()
 
-    def submit(self, command: Command) -> Awaitable[object]:
-        """Send one core command; await what this returns for its result or error.
+    def submit(self, command: Command) -> asyncio.Future[object]:
+        """Send one core command; the future this returns gives its result or error.
 
         The typed methods below are the API. This is the path of a caller
-        that sends many commands at once (the AMQP service, for the items
-        of a batch): a plain call that returns the answer's future, with no
-        coroutine or task per command. Raises SchedulerStopped at once when
-        the scheduler is not running.
+        that sends many commands at once (the AMQP service, for the items of
+        a batch): a plain call, with no coroutine or task per command, and
+        the command is sent by the time it returns (into the mailbox, or in
+        line for room in it), whether or not the future is awaited. Raises
+        InvalidRequest for what is not a command with payloads of the right
+        types, and SchedulerStopped when the scheduler is not running.
         """
+        _check_command(command)
+        return self._ask(command)
+
+    def _ask(self, command: Command) -> asyncio.Future[object]:
         if self._owner is None or self._stopped:
             raise SchedulerStopped(
                 "the scheduler is not running: use `async with Scheduler() as s` or await start()"
@@ -167,7 +197,7 @@ class Scheduler:
     async def update_host(self, report: HostReport) -> bool:
         """Apply a host report; False, and nothing changed, when it is stale."""
         _expect(report, HostReport, "update_host")
-        return cast(bool, await self.submit(UpdateHost(report)))
+        return cast(bool, await self._ask(UpdateHost(report)))
 
     async def update_hosts(self, reports: Sequence[HostReport]) -> list[bool]:
         """Apply many reports as one message (one owner step); one bool each, as update_host.
@@ -176,33 +206,38 @@ class Scheduler:
         """
         for report in reports:
             _expect(report, HostReport, "update_hosts")
-        return cast(list[bool], await self.submit(UpdateHosts(tuple(reports))))
+        return cast(list[bool], await self._ask(UpdateHosts(tuple(reports))))
 
     async def select_destinations(self, spec: RequestSpec) -> list[Selection]:
         """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
         _expect(spec, RequestSpec, "select_destinations")
-        return cast(list[Selection], await self.submit(SelectDestinations(spec)))
+        return cast(list[Selection], await self._ask(SelectDestinations(spec)))
 
     async def release(self, instance_uuid: str) -> bool:
         """Free that instance's claim at once; False when it holds none."""
         _expect(instance_uuid, str, "release")
-        return cast(bool, await self.submit(Release(instance_uuid)))
+        return cast(bool, await self._ask(Release(instance_uuid)))
 
     async def remove_host(self, host: str) -> bool:
         """Forget a host and its claims; False when unknown."""
         _expect(host, str, "remove_host")
-        return cast(bool, await self.submit(RemoveHost(host)))
+        return cast(bool, await self._ask(RemoveHost(host)))
 
     async def host_states(self) -> dict[str, HostState]:
         """A consistent snapshot of every host, taken in one step of the owner."""
-        return cast(dict[str, HostState], await self.submit(GetHostStates()))
+        return cast(dict[str, HostState], await self._ask(GetHostStates()))
 
     # -- introspection (cheap, read from the owner's side) --------------------
 
     @property
     def mailbox_depth(self) -> int:
-        """Messages waiting in the owner's mailbox."""
+        """Messages waiting in the owner's mailbox (at most ``mailbox_size``)."""
         return self._owner.mailbox_depth if self._owner is not None else 0
+
+    @property
+    def waiting_for_room(self) -> int:
+        """Messages sent while the mailbox was full, waiting in line for room."""
+        return self._owner.waiting_for_room if self._owner is not None else 0
 
     @property
     def host_count(self) -> int:

@@ -7,13 +7,14 @@ classes the embedded :class:`~actorsched.Scheduler` raises.
 
 With ``batch=True`` (the default) one client shared by many concurrent
 callers coalesces them, Nagle-style without a timer: at most ``window``
-messages are unanswered at once, and calls made while the window is full
-queue up; when a reply frees a slot, one sender task divides the queued
-calls over the free slots (up to ``max_batch`` a message) and publishes
-each share as one ``batch``. With two slots the service works on one
-message while the next is on its way through the broker. A call made while
-nothing else is waiting goes out at once as its plain operation. Each
-caller still gets its own result or exception and its own timeout.
+messages are unanswered at once (each for at most ``window_hold``
+seconds), and calls made while the window is full queue up; when a reply
+frees a slot, one sender task divides the queued calls over the free
+slots (up to ``max_batch`` a message) and publishes each share as one
+``batch``. With two slots the service works on one message while the next
+is on its way through the broker. A call made while nothing else is
+waiting goes out at once as its plain operation. Each caller still gets
+its own result or exception and its own timeout.
 
 A call that times out may still have been applied. Every operation is
 safe to repeat (claims are keyed by instance uuid, reports by generation),
@@ -69,6 +70,7 @@ _RECONNECTING = (
 _REPUBLISH_PAUSE = 0.05
 DEFAULT_MAX_BATCH = 256
 DEFAULT_WINDOW = 2
+DEFAULT_WINDOW_HOLD = 1.0
 # the service's default body cap, less room for the envelope
 _DEFAULT_MAX_BATCH_BYTES = DEFAULT_MAX_BODY_BYTES // 2
 
@@ -104,7 +106,9 @@ class SchedulerClient:
     replies at once; calls made meanwhile are sent together when a slot
     frees, divided over the free slots, at most ``max_batch`` calls and
     about ``max_batch_bytes`` of bodies in one message; a lone call still
-    goes out at once, as its plain operation. Share one client between many
+    goes out at once, as its plain operation. A message holds its slot for
+    at most ``window_hold`` seconds, and not past a reconnect: a slow or
+    lost reply never holds up the calls behind it for longer. Share one client between many
     concurrent callers to get the most from it. The service must know the
     ``batch`` operation; ``batch=False`` publishes one message per call.
 
@@ -124,6 +128,7 @@ class SchedulerClient:
         max_batch: int = DEFAULT_MAX_BATCH,
         max_batch_bytes: int = _DEFAULT_MAX_BATCH_BYTES,
         window: int = DEFAULT_WINDOW,
+        window_hold: float = DEFAULT_WINDOW_HOLD,
     ) -> None:
         if not 1 <= max_batch <= MAX_BATCH_ITEMS:
             raise ValueError(f"max_batch must be between 1 and {MAX_BATCH_ITEMS}, got {max_batch}")
@@ -131,6 +136,8 @@ class SchedulerClient:
             raise ValueError(f"max_batch_bytes must be positive, got {max_batch_bytes}")
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
+        if not window_hold > 0:
+            raise ValueError(f"window_hold must be positive, got {window_hold}")
         self.url = url
         self.queue = queue
         self.timeout = timeout
@@ -138,6 +145,7 @@ class SchedulerClient:
         self.max_batch = max_batch
         self.max_batch_bytes = max_batch_bytes
         self.window = window
+        self.window_hold = window_hold
         self.messages_sent = 0  # requests published (a batch is one)
         self._reconnect_interval = reconnect_interval
         self._reply_queue = f"actorsched.reply.{uuid.uuid4().hex}"
@@ -148,9 +156,10 @@ class SchedulerClient:
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self._publishing: set[asyncio.Task[None]] = set()
-        # messages holding a slot of the window: sent since the last reconnect
+        # messages holding a slot of the window (with the timer that ends the
+        # hold): sent less than window_hold ago and since the last reconnect,
         # and neither answered nor given up by all their callers
-        self._holding: set[str] = set()
+        self._holding: dict[str, asyncio.TimerHandle] = {}
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -200,7 +209,7 @@ class SchedulerClient:
                 if not call.future.done():
                     call.future.set_exception(SchedulerStopped(stopped))
         self._pending.clear()
-        self._holding.clear()
+        self._release_window()
         if self._connection is not None:
             await self._connection.close()
             self._connection = self._channel = None
@@ -290,9 +299,16 @@ class SchedulerClient:
                 self._free_slot(call.correlation_id)
 
     def _free_slot(self, correlation_id: str) -> None:
-        if correlation_id in self._holding:
-            self._holding.discard(correlation_id)
+        hold = self._holding.pop(correlation_id, None)
+        if hold is not None:
+            hold.cancel()
             self._wakeup.set()
+
+    def _release_window(self) -> None:
+        for hold in self._holding.values():
+            hold.cancel()
+        self._holding.clear()
+        self._wakeup.set()
 
     def _on_reconnect(self, _connection: object) -> None:
         """After a reconnect, earlier messages hold no slot of the window.
@@ -306,8 +322,7 @@ class SchedulerClient:
                 "reconnected: %d unanswered message(s) no longer hold the window",
                 len(self._holding),
             )
-            self._holding.clear()
-            self._wakeup.set()
+            self._release_window()
 
     async def _send_loop(self) -> None:
         """The batching sender: divide what is queued over the free slots, publish, repeat."""
@@ -320,6 +335,10 @@ class SchedulerClient:
             calls = self._take(-(-len(self._queued) // free))  # a fair share, rounded up
             if calls:
                 message, correlation_id = self._prepare(calls)
+                # a reply slower than window_hold (or one lost) frees the slot all the same
+                self._holding[correlation_id] = asyncio.get_running_loop().call_later(
+                    self.window_hold, self._free_slot, correlation_id
+                )
                 publish = asyncio.create_task(self._deliver(message, correlation_id, calls))
                 self._publishing.add(publish)
                 publish.add_done_callback(self._publishing.discard)
@@ -366,7 +385,6 @@ class SchedulerClient:
             call.correlation_id = correlation_id
         # registered before publishing: the reply may overtake the confirm
         self._pending[correlation_id] = _InFlight(calls, batch=len(calls) > 1, waiting=len(calls))
-        self._holding.add(correlation_id)
         message = aio_pika.Message(
             body,
             content_type=CONTENT_TYPE,

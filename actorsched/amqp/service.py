@@ -382,8 +382,8 @@ class SchedulerService:
     ) -> str:
         # Every item is checked and handed to the owner before any is awaited,
         # so they reach its mailbox together (one owner step), with no task per
-        # item; past a full mailbox the rest wait for room (backpressure), so a
-        # flood waits here or in the broker, never in the mailbox.
+        # item; past a full mailbox the rest wait in line for room, in order
+        # (backpressure): the mailbox never holds more than its size.
         labels: list[str] = []
         outcomes: list[str] = []
         replies: list[bytes] = []

@@ -12,7 +12,8 @@ Rules this module keeps:
 * A snapshot is captured by the owner between two batches (a cheap copy,
   see ``core/snapshot.py``) every ``snapshot_every`` records. The writer
   writes it in a transaction of its own once the records up to it are
-  committed and their callers answered (nobody waits on a snapshot), and
+  committed and their callers answered (the batch that made it due does
+  not wait for it; later batches queue behind it on the one writer), and
   deletes the records it covers: the file stays bounded and replay stays
   short. A snapshot that fails to write loses nothing (its records are
   still there); it is logged and the next one is tried as usual.

@@ -23,7 +23,7 @@ from actorsched import (
     Selection,
 )
 from actorsched.actor import Owner
-from actorsched.core import HostTable, SelectDestinations, UpdateHost
+from actorsched.core import Command, HostTable, SelectDestinations, UpdateHost, UpdateHosts
 
 TIMEOUT = 10.0  # no test here should come near it: hitting it means a caller hung
 # load tests put many instances on few hosts: lift Nova's per-host count limits
@@ -242,6 +242,50 @@ async def test_bounded_mailbox_makes_callers_wait() -> None:
         # while the mailbox was full, more callers than it holds were still waiting
         assert max(waiting_when_full) > config.mailbox_size
         assert len(s.core.claims()) == 60
+
+
+async def test_messages_waiting_for_room_keep_their_order() -> None:
+    # a batch sent in one go into a full mailbox, then fresh calls each loop turn:
+    # first come, first served, and nothing overtakes a message waiting for room
+    async with Scheduler(make_config(mailbox_size=2, max_batch=2)) as s:
+        handled: list[str] = []
+        handle = s.core.handle
+
+        def recording(command: Command, now: float) -> object:
+            assert isinstance(command, UpdateHost)
+            handled.append(command.report.host)
+            return handle(command, now)
+
+        s.core.handle = recording  # type: ignore[method-assign]
+        batch = [s.submit(UpdateHost(make_report(f"a{i}"))) for i in range(12)]
+        assert s.mailbox_depth == 2
+        assert s.waiting_for_room == 10
+        fresh: list[asyncio.Future[object]] = []
+        for i in range(30):
+            fresh.append(s.submit(UpdateHost(make_report(f"b{i}"))))
+            await asyncio.sleep(0)
+        await _settle([*batch, *fresh])
+        assert handled == [*(f"a{i}" for i in range(12)), *(f"b{i}" for i in range(30))]
+        assert s.waiting_for_room == 0
+
+
+async def test_submit_sends_even_when_nobody_awaits() -> None:
+    async with Scheduler(make_config(mailbox_size=2)) as s:
+        for i in range(5):
+            s.submit(UpdateHost(make_report(f"h{i}")))  # past the mailbox's 2, too
+        await s.host_states()  # sent after them, so answered after them
+        assert s.host_count == 5
+
+
+async def test_submit_refuses_what_is_not_a_command() -> None:
+    async with Scheduler() as s:
+        with pytest.raises(InvalidRequest, match="submit expects a command"):
+            s.submit("select_destinations")  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest, match="SelectDestinations expects a RequestSpec"):
+            s.submit(SelectDestinations({"memory_mb": 1}))  # type: ignore[arg-type]
+        with pytest.raises(InvalidRequest, match="UpdateHosts expects a HostReport"):
+            s.submit(UpdateHosts((make_report("h1"), "h2")))  # type: ignore[arg-type]
+        assert s.host_count == 0  # nothing of the refused commands was sent
 
 
 async def test_mailbox_depth_never_exceeds_its_size_under_mixed_load() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 
 import pytest
 from amqp_support import host_report, running_stack
@@ -22,12 +21,11 @@ async def test_a_flood_of_batch_items_waits_for_room_in_the_mailbox() -> None:
         deepest = 0
         waited = 0  # items that found the mailbox full and waited for room
 
-        def watching_submit(command: Command) -> Awaitable[object]:
+        def watching_submit(command: Command) -> asyncio.Future[object]:
             nonlocal deepest, waited
             answer = original(command)
             deepest = max(deepest, scheduler.mailbox_depth)
-            if not isinstance(answer, asyncio.Future):
-                waited += 1
+            waited = max(waited, scheduler.waiting_for_room)
             return answer
 
         scheduler.submit = watching_submit  # type: ignore[method-assign]

@@ -357,9 +357,11 @@ async def test_calls_are_divided_over_the_window(
     assert requests_total(stack, "select_destinations", "ok") == 200
 
 
-def test_window_is_at_least_one() -> None:
+def test_window_is_at_least_one_and_its_hold_positive() -> None:
     with pytest.raises(ValueError, match="window must be at least 1, got 0"):
         SchedulerClient(window=0)
+    with pytest.raises(ValueError, match="window_hold must be positive, got 0"):
+        SchedulerClient(window_hold=0)
 
 
 def test_max_batch_is_bounded() -> None:

@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -137,7 +138,7 @@ async def test_a_reconnect_frees_the_window_of_unanswered_messages(
         await channel.declare_queue(queue, durable=True)
         spec = RequestSpec(instance_uuids=["vm-a"], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
         async with SchedulerClient(
-            url, queue=queue, timeout=60, window=1, reconnect_interval=0.2
+            url, queue=queue, timeout=60, window=1, window_hold=60, reconnect_interval=0.2
         ) as client:
             first = asyncio.ensure_future(client.select_destinations(spec))
             for _ in range(50):  # until it is out
@@ -163,6 +164,43 @@ async def test_a_reconnect_frees_the_window_of_unanswered_messages(
                 await asyncio.sleep(0.02)
             assert client.messages_sent == 2
             assert not client._queued
+            first.cancel()
+            second.cancel()
+            await asyncio.gather(first, second, return_exceptions=True)
+    finally:
+        await connection.close()
+
+
+async def test_an_unanswered_message_holds_its_slot_only_for_window_hold() -> None:
+    queue = unique_queue()
+    connection = await aio_pika.connect(AMQP_URL)
+    try:
+        channel = await connection.channel()
+        # the request queue, but no service: nothing is ever answered
+        await channel.declare_queue(queue, auto_delete=True)
+        spec = RequestSpec(instance_uuids=["vm-a"], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
+        async with SchedulerClient(
+            AMQP_URL, queue=queue, timeout=60, window=1, window_hold=0.5
+        ) as client:
+            first = asyncio.ensure_future(client.select_destinations(spec))
+            for _ in range(50):  # until it is out
+                if client.messages_sent:
+                    break
+                await asyncio.sleep(0.02)
+            started = time.monotonic()
+            second = asyncio.ensure_future(
+                client.select_destinations(spec.model_copy(update={"instance_uuids": ["vm-b"]}))
+            )
+            await asyncio.sleep(0.2)
+            assert client.messages_sent == 1  # the window of one is still held
+            assert len(client._queued) == 1
+            for _ in range(250):
+                if client.messages_sent == 2:
+                    break
+                await asyncio.sleep(0.02)
+            waited = time.monotonic() - started
+            assert client.messages_sent == 2  # the hold ended: the queued call went out
+            assert 0.2 <= waited < 5
             first.cancel()
             second.cancel()
             await asyncio.gather(first, second, return_exceptions=True)

@@ -163,3 +163,23 @@ async def test_snapshot_keeps_release_credits_and_confirmed_claims(tmp_path: Pat
         assert again.core.digest() == before
         assert await again.host_states() == states
         assert again.core.claims() == {"y": ("h1", True)}
+
+
+def test_claim_records_rely_on_these_request_defaults() -> None:
+    # Claim records leave out the spec fields left at their defaults, and
+    # replay fills the defaults in again: changing one of these would change
+    # what old journals replay to, so it needs a new journal SCHEMA_VERSION.
+    defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in RequestSpec.model_fields.items()
+        if not field.is_required()
+    }
+    assert defaults == {
+        "availability_zone": None,
+        "required_traits": [],
+        "forbidden_traits": [],
+        "group": None,
+        "same_host": [],
+        "different_host": [],
+        "ignore_hosts": [],
+    }
