@@ -179,6 +179,14 @@ def journal_ratio(journal: dict[str, Any]) -> float | None:
     return None
 
 
+def _shown(value: object) -> str:
+    if isinstance(value, float | int):
+        return _fmt(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return str(value)
+
+
 def _fmt(value: float | None, unit: str = "") -> str:
     if value is None:
         return "-"
@@ -241,9 +249,7 @@ def format_summary(results: dict[str, Any]) -> str:
     for key in ("journal", "amqp"):
         part = results.get(key)
         if part:
-            shown = ", ".join(
-                f"{k} {_fmt(v) if isinstance(v, float | int) else v}" for k, v in part.items()
-            )
+            shown = ", ".join(f"{k} {_shown(v)}" for k, v in part.items())
             out.append(f"{key}: {shown}")
     profile = results.get("profile")
     if profile:
