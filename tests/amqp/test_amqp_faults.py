@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import aio_pika
 import aiormq.exceptions
@@ -126,86 +128,68 @@ async def test_close_all_connections_mid_load_loses_and_doubles_no_claim(
             assert 8192 - states[host].free_ram_mb == told * MEMORY_MB
 
 
-async def test_a_reconnect_frees_the_window_of_unanswered_messages(
-    vhost_url: tuple[str, str],
-) -> None:
-    vhost, url = vhost_url
+async def _eventually(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+@contextlib.asynccontextmanager
+async def _one_out_one_queued(url: str, **options: Any) -> AsyncIterator[SchedulerClient]:
+    """A client with a window of one: one message out and never answered (there
+    is no service on its queue), and a second call queued behind it."""
     queue = unique_queue()
     connection = await aio_pika.connect(url)
     try:
         channel = await connection.channel()
-        # the request queue, but no service: nothing is ever answered
         await channel.declare_queue(queue, durable=True)
         spec = RequestSpec(instance_uuids=["vm-a"], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
-        async with SchedulerClient(
-            url, queue=queue, timeout=60, window=1, window_hold=60, reconnect_interval=0.2
-        ) as client:
+        async with SchedulerClient(url, queue=queue, timeout=60, window=1, **options) as client:
             first = asyncio.ensure_future(client.select_destinations(spec))
-            for _ in range(50):  # until it is out
-                if client.messages_sent:
-                    break
-                await asyncio.sleep(0.02)
-            second = asyncio.ensure_future(
-                client.select_destinations(spec.model_copy(update={"instance_uuids": ["vm-b"]}))
-            )
-            for _ in range(100):
-                await asyncio.sleep(0.02)
-            # one message is out and unanswered: the window of one is full
-            assert client.messages_sent == 1
-            assert len(client._queued) == 1
-            await _rabbitmqctl(
-                "close_all_connections", "--vhost", vhost, "--limit", "100", "test: reconnect"
-            )
-            # after the reconnect the lost message holds no slot: the queued call
-            # goes out at once, long before the first one's 60 s timeout
-            for _ in range(500):
-                if client.messages_sent == 2:
-                    break
-                await asyncio.sleep(0.02)
-            assert client.messages_sent == 2
-            assert not client._queued
-            first.cancel()
-            second.cancel()
-            await asyncio.gather(first, second, return_exceptions=True)
-    finally:
-        await connection.close()
-
-
-async def test_an_unanswered_message_holds_its_slot_only_for_window_hold() -> None:
-    queue = unique_queue()
-    connection = await aio_pika.connect(AMQP_URL)
-    try:
-        channel = await connection.channel()
-        # the request queue, but no service: nothing is ever answered
-        await channel.declare_queue(queue, auto_delete=True)
-        spec = RequestSpec(instance_uuids=["vm-a"], memory_mb=MEMORY_MB, vcpus=1, disk_gb=1)
-        async with SchedulerClient(
-            AMQP_URL, queue=queue, timeout=60, window=1, window_hold=0.5
-        ) as client:
-            first = asyncio.ensure_future(client.select_destinations(spec))
-            for _ in range(50):  # until it is out
-                if client.messages_sent:
-                    break
-                await asyncio.sleep(0.02)
-            started = time.monotonic()
+            assert await _eventually(lambda: client.messages_sent == 1)
             second = asyncio.ensure_future(
                 client.select_destinations(spec.model_copy(update={"instance_uuids": ["vm-b"]}))
             )
             await asyncio.sleep(0.2)
-            assert client.messages_sent == 1  # the window of one is still held
-            assert len(client._queued) == 1
-            for _ in range(250):
-                if client.messages_sent == 2:
-                    break
-                await asyncio.sleep(0.02)
-            waited = time.monotonic() - started
-            assert client.messages_sent == 2  # the hold ended: the queued call went out
-            assert 0.2 <= waited < 5
-            first.cancel()
-            second.cancel()
-            await asyncio.gather(first, second, return_exceptions=True)
+            assert client.messages_sent == 1  # the window of one is held ...
+            assert len(client._queued) == 1  # ... and the second call waits for it
+            try:
+                yield client
+            finally:
+                first.cancel()
+                second.cancel()
+                await asyncio.gather(first, second, return_exceptions=True)
     finally:
-        await connection.close()
+        with contextlib.suppress(Exception):
+            await connection.close()
+        async with await aio_pika.connect(url) as cleanup:
+            await (await cleanup.channel()).queue_delete(queue)
+
+
+async def test_a_reconnect_frees_the_window_of_unanswered_messages(
+    vhost_url: tuple[str, str],
+) -> None:
+    vhost, url = vhost_url
+    async with _one_out_one_queued(url, window_hold=60, reconnect_interval=0.2) as client:
+        await _rabbitmqctl(
+            "close_all_connections", "--vhost", vhost, "--limit", "100", "test: reconnect"
+        )
+        # after the reconnect the lost message holds no slot: the queued call
+        # goes out at once, long before the window hold (or the timeout) ends
+        assert await _eventually(lambda: client.messages_sent == 2)
+        assert not client._queued
+
+
+async def test_an_unanswered_message_holds_its_slot_only_for_window_hold() -> None:
+    async with _one_out_one_queued(AMQP_URL, window_hold=0.5) as client:
+        started = time.monotonic()
+        assert await _eventually(lambda: client.messages_sent == 2)
+        assert not client._queued
+        # the hold ran out without any reply or reconnect (0.2 s of it had passed)
+        assert time.monotonic() - started < 5
 
 
 async def _read_until(stream: asyncio.StreamReader, pattern: str, seen: list[str]) -> str:
