@@ -184,11 +184,11 @@ async def test_a_reconnect_frees_the_window_of_unanswered_messages(
 
 
 async def test_an_unanswered_message_holds_its_slot_only_for_window_hold() -> None:
-    async with _one_out_one_queued(AMQP_URL, window_hold=0.5) as client:
+    async with _one_out_one_queued(AMQP_URL, window_hold=1.5) as client:
         started = time.monotonic()
         assert await _eventually(lambda: client.messages_sent == 2)
         assert not client._queued
-        # the hold ran out without any reply or reconnect (0.2 s of it had passed)
+        # the hold ran out without any reply or reconnect
         assert time.monotonic() - started < 5
 
 
