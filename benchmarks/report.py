@@ -144,7 +144,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             ">= 0.5",
             jratio,
             jratio >= 0.5 if jratio is not None else None,
-            f"median of {len(ratios)} off/on pairs: {', '.join(f'{r:.2f}' for r in ratios)}"
+            f"median of {len(ratios)} off/on pairs: {', '.join(map(_fmt, ratios))}"
             if ratios
             else "",
         )

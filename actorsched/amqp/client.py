@@ -410,7 +410,7 @@ class SchedulerClient:
             return
         self.messages_sent += 1
 
-    async def _publish(self, message: aio_pika.Message, calls: list[_Call] | None = None) -> None:
+    async def _publish(self, message: aio_pika.Message, calls: list[_Call]) -> None:
         """Publish with a confirm; while the robust connection is reconnecting, try again.
 
         Sending a request twice is safe (claims are idempotent per instance
@@ -431,7 +431,7 @@ class SchedulerClient:
                     f"--queue {self.queue}` first"
                 ) from None
             except _RECONNECTING as exc:
-                if calls is not None and all(call.future.done() for call in calls):
+                if all(call.future.done() for call in calls):
                     return  # every caller timed out: nobody to send it for
                 log.debug("publish failed while reconnecting (%s); trying again", exc)
                 await asyncio.sleep(_REPUBLISH_PAUSE)

@@ -38,7 +38,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -63,7 +63,7 @@ from ..core import (
     UpdateHost,
 )
 from ..errors import SchedulerError, SchedulerStopped
-from ..models import HostReport, RequestSpec, SchedulerConfig
+from ..models import SchedulerConfig
 from ..scheduler import Scheduler
 from .metrics import MetricsServer, ServiceMetrics
 from .protocol import (
@@ -75,9 +75,7 @@ from .protocol import (
     BatchRequest,
     HostReportResult,
     Operation,
-    ReleaseRequest,
     ReleaseResult,
-    RemoveHostRequest,
     RemoveHostResult,
     decode_batch_item,
     decode_request,
@@ -138,36 +136,31 @@ def _redact(url: str) -> str:
     return str(parsed.with_password("***")) if parsed.password else url
 
 
-def _command(op: Operation, request: BaseModel) -> Command:
-    """The core command that operation ``op`` with ``request`` asks the scheduler for."""
-    name = op.name
-    if name == "select_destinations":
-        assert isinstance(request, RequestSpec)
-        return SelectDestinations(request)
-    if name == "host_report":
-        assert isinstance(request, HostReport)
-        return UpdateHost(request)
-    if name == "release":
-        assert isinstance(request, ReleaseRequest)
-        return Release(request.instance_uuid)
-    if name == "remove_host":
-        assert isinstance(request, RemoveHostRequest)
-        return RemoveHost(request.host)
-    if name == "host_states":
-        return GetHostStates()
-    raise AssertionError(f"operation {name!r} has no command")  # OPERATIONS and this drifted
+def _as_is(answer: Any) -> Any:
+    return answer
 
 
-def _result(op: Operation, value: object) -> Any:
-    """What goes in the reply's ``result`` for the scheduler's answer ``value`` to ``op``."""
-    name = op.name
-    if name == "host_report":
-        return HostReportResult(applied=bool(value))
-    if name == "release":
-        return ReleaseResult(released=bool(value))
-    if name == "remove_host":
-        return RemoveHostResult(removed=bool(value))
-    return value
+# Per operation: the core command its request asks the scheduler for, and the
+# reply's ``result`` made from the scheduler's answer.
+_ROUTES: dict[str, tuple[Callable[[Any], Command], Callable[[Any], Any]]] = {
+    "select_destinations": (SelectDestinations, _as_is),
+    "host_report": (UpdateHost, lambda applied: HostReportResult(applied=bool(applied))),
+    "release": (
+        lambda request: Release(request.instance_uuid),
+        lambda released: ReleaseResult(released=bool(released)),
+    ),
+    "remove_host": (
+        lambda request: RemoveHost(request.host),
+        lambda removed: RemoveHostResult(removed=bool(removed)),
+    ),
+    "host_states": (lambda _: GetHostStates(), _as_is),
+}
+assert set(_ROUTES) == set(OPERATIONS) - {BATCH}, "OPERATIONS and _ROUTES drifted"
+
+
+def _result(op: Operation, answer: object) -> Any:
+    """What goes in the reply's ``result`` for the scheduler's ``answer`` to ``op``."""
+    return _ROUTES[op.name][1](answer)
 
 
 class SchedulerService:
@@ -442,7 +435,7 @@ class SchedulerService:
     def _submit(self, op: Operation, request: BaseModel) -> Awaitable[object]:
         """Hand ``request`` to the scheduler; the awaitable fails if it is not running."""
         try:
-            return self.scheduler.submit(_command(op, request))
+            return self.scheduler.submit(_ROUTES[op.name][0](request))
         except SchedulerStopped as exc:
             stopped: asyncio.Future[object] = asyncio.get_running_loop().create_future()
             stopped.set_exception(exc)

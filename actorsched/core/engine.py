@@ -491,6 +491,9 @@ class SchedulerCore:
     def _sweep(self, now: float) -> None:
         """Mark stale exactly the hosts whose last report is older than service_down_time."""
         threshold = now - self.config.service_down_time
+        if self._swept_below <= threshold <= self._oldest:
+            self._swept_below = threshold
+            return  # the common case: no row goes stale, none comes back
         table = self.table
         n = table.n
         at = table.floats["reported_at"][:n]
