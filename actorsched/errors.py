@@ -11,6 +11,7 @@ from collections.abc import Mapping
 __all__ = [
     "InvalidRequest",
     "NoValidHost",
+    "NotActive",
     "SchedulerError",
     "SchedulerStopped",
     "error_from_wire",
@@ -51,8 +52,13 @@ class SchedulerStopped(SchedulerError):
     """The scheduler is stopped, or stopped before it could answer this call."""
 
 
+class NotActive(SchedulerStopped):
+    """This scheduler is a standby: it follows the journal and answers nothing yet."""
+
+
 _BY_NAME: dict[str, type[SchedulerError]] = {
-    cls.__name__: cls for cls in (SchedulerError, NoValidHost, InvalidRequest, SchedulerStopped)
+    cls.__name__: cls
+    for cls in (SchedulerError, NoValidHost, InvalidRequest, SchedulerStopped, NotActive)
 }
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from .actor import BatchSink, Owner
 from .core import (
@@ -22,13 +24,21 @@ from .core import (
     UpdateHost,
     UpdateHosts,
 )
-from .errors import InvalidRequest, SchedulerStopped
+from .errors import InvalidRequest, NotActive, SchedulerError, SchedulerStopped
 from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
 
 if TYPE_CHECKING:
-    from .journal import SqliteJournal
+    from .journal import Journal
 
-__all__ = ["Scheduler"]
+__all__ = ["Role", "Scheduler"]
+
+log = logging.getLogger("actorsched.scheduler")
+
+Role = Literal["stopped", "standby", "active"]
+
+# How often a standby reads the journal for what the active wrote: the most
+# a takeover has to catch up is what the active wrote in this time.
+DEFAULT_FOLLOW_INTERVAL = 0.05
 
 _T = TypeVar("_T")
 
@@ -92,7 +102,8 @@ class Scheduler:
         weighers: Sequence[HostWeigher] = (),
         clock: Callable[[], float] = time.time,
         sink: BatchSink | None = None,
-        journal: str | os.PathLike[str] | SqliteJournal | None = None,
+        journal: str | os.PathLike[str] | Journal | None = None,
+        follow_interval: float = DEFAULT_FOLLOW_INTERVAL,
     ) -> None:
         if sink is not None and journal is not None:
             raise InvalidRequest("pass sink= or journal=, not both: the journal is the sink")
@@ -100,45 +111,71 @@ class Scheduler:
         self._core = SchedulerCore(self.config, filters=filters, weighers=weighers)
         self._clock = clock
         self._sink = sink
+        if follow_interval <= 0:
+            raise InvalidRequest(f"follow_interval must be positive, got {follow_interval}")
         self._journal_arg = journal
-        self._journal: SqliteJournal | None = None
+        self._journal: Journal | None = None
         self._owner: Owner | None = None
+        self._follow_interval = follow_interval
+        self._follower: asyncio.Task[None] | None = None
+        self._follow_error: BaseException | None = None
         self._starting = False
         self._stopped = False
+        self._role: Role = "stopped"
 
     # -- lifecycle ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the owner task (``async with`` does this for you).
+        """Start as the active owner (``async with`` does this for you).
 
         With ``journal=``, first open the journal and rebuild the state from
-        it (raising ``JournalError`` for a foreign or damaged file), then run
-        the owner with the journal as its sink.
+        it (raising ``JournalError`` for a foreign, damaged or locked one),
+        take it over (PostgreSQL: bump the shard's epoch, fencing any
+        earlier owner), apply what it holds, then run the owner with the
+        journal as its sink.
         """
+        if self._role == "active" or self._starting:
+            return
+        if self._role == "standby":
+            await self.activate()
+            return
+        await self._guard_start(self._begin_active)
+
+    async def follow(self) -> None:
+        """Start as a standby: recover from the journal and keep following it.
+
+        Calls fail with :class:`NotActive` until :meth:`activate`. Every
+        ``follow_interval`` seconds the standby applies what the active
+        wrote, so a takeover is a fence and a short tail, not a recovery.
+        """
+        if self._role != "stopped" or self._starting:
+            raise SchedulerError(f"follow() starts a stopped Scheduler; this one is {self._role}")
+        await self._guard_start(self._begin_standby)
+
+    async def _guard_start(self, begin: Callable[[], Awaitable[None]]) -> None:
         if self._stopped:
             raise SchedulerStopped("this Scheduler was stopped; make a new one")
-        if self._owner is not None or self._starting:
-            return
         self._starting = True
         try:
-            sink = self._sink
-            if self._journal_arg is not None:
-                sink = self._journal = await self._open_journal(self._journal_arg)
-            self._owner = Owner(
-                self._core,
-                mailbox_size=self.config.mailbox_size,
-                max_batch=self.config.max_batch,
-                clock=self._clock,
-                sink=sink,
-            )
-            self._owner.start()
+            await begin()
         finally:
             self._starting = False
 
-    async def _open_journal(self, where: str | os.PathLike[str] | SqliteJournal) -> SqliteJournal:
-        from .journal import SqliteJournal  # an adapter: imported only when asked for
+    async def _begin_active(self) -> None:
+        await self._begin_standby(follow=False)
+        await self.activate()
 
-        journal = where if isinstance(where, SqliteJournal) else SqliteJournal(where)
+    async def _begin_standby(self, *, follow: bool = True) -> None:
+        if self._journal_arg is not None:
+            self._journal = await self._open_journal(self._journal_arg)
+        self._role = "standby"
+        if follow and self._journal is not None:
+            self._follower = asyncio.create_task(self._follow(), name="actorsched-follower")
+
+    async def _open_journal(self, where: str | os.PathLike[str] | Journal) -> Journal:
+        from .journal import Journal, open_journal  # an adapter: imported only when asked for
+
+        journal = where if isinstance(where, Journal) else open_journal(where)
         # recovery runs before the owner exists, so nothing else touches the core
         await asyncio.to_thread(journal.open, self._core)
         try:
@@ -148,12 +185,90 @@ class Scheduler:
             raise
         return journal
 
+    async def _follow(self) -> None:
+        from .journal import JournalUnavailable
+
+        journal = self._journal
+        assert journal is not None
+        warned = False
+        while True:
+            try:
+                await asyncio.to_thread(journal.catch_up, self._core)
+                warned = False
+            except JournalUnavailable as exc:
+                if not warned:  # the database is away: keep trying, say so once
+                    log.warning("standby cannot read the journal (%s); retrying", exc)
+                    warned = True
+            except SchedulerError as exc:
+                self._follow_error = exc  # this state can no longer catch up
+                log.error("standby stopped following the journal: %s", exc)
+                return
+            await asyncio.sleep(self._follow_interval)
+
+    async def _stop_following(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+            self._follower = None
+
+    async def activate(self) -> int:
+        """Take over as the active owner; returns the journal's epoch for this term.
+
+        Fences any earlier owner (PostgreSQL bumps the shard's epoch), applies
+        what the journal holds beyond this state, then starts answering. For
+        a scheduler with an SQLite journal or none, the epoch is 1.
+        """
+        if self._role == "active":
+            raise SchedulerError("this scheduler is already active")
+        if self._role != "standby":
+            raise SchedulerError("activate() a standby: call follow() first")
+        await self._stop_following()
+        if self._follow_error is not None:
+            raise self._follow_error
+        epoch = 1
+        journal = self._journal
+        if journal is not None:
+            epoch = await asyncio.to_thread(journal.acquire)
+            await asyncio.to_thread(journal.catch_up, self._core)
+        self._owner = Owner(
+            self._core,
+            mailbox_size=self.config.mailbox_size,
+            max_batch=self.config.max_batch,
+            clock=self._clock,
+            sink=journal if journal is not None else self._sink,
+        )
+        self._owner.start()
+        self._role = "active"
+        return epoch
+
+    async def step_down(self) -> None:
+        """Stop answering and go back to following the journal (a standby again).
+
+        Everything sent so far is answered first (and made durable). Raises
+        the journal's error when it failed: this state then holds changes the
+        journal refused, and the process must start over from the journal.
+        """
+        if self._role != "active":
+            return
+        owner, self._owner = self._owner, None
+        self._role = "standby"
+        if owner is not None:
+            await owner.stop()
+        journal = self._journal
+        if journal is not None:
+            if journal.failed is not None:
+                raise journal.failed
+            self._follower = asyncio.create_task(self._follow(), name="actorsched-follower")
+
     async def stop(self) -> None:
         """Answer every call sent so far; later and still-queued calls get SchedulerStopped.
 
         With a journal, wait until everything answered is durable, then close it.
         """
         self._stopped = True
+        self._role = "stopped"
+        await self._stop_following()
         if self._owner is not None:
             await self._owner.stop()
         if self._journal is not None:
@@ -186,6 +301,11 @@ class Scheduler:
         return self._ask(command)
 
     def _ask(self, command: Command) -> asyncio.Future[object]:
+        if self._role == "standby":
+            raise NotActive(
+                "this scheduler is a standby: it follows the journal and answers once "
+                "activate() made it the owner"
+            )
         if self._owner is None or self._stopped:
             raise SchedulerStopped(
                 "the scheduler is not running: use `async with Scheduler() as s` or await start()"
@@ -248,7 +368,12 @@ class Scheduler:
         return len(self._core.ledger)
 
     @property
-    def journal(self) -> SqliteJournal | None:
+    def role(self) -> Role:
+        """``active`` (answering), ``standby`` (following the journal) or ``stopped``."""
+        return self._role
+
+    @property
+    def journal(self) -> Journal | None:
         """The open journal (its ``stats`` and ``recovery``), or None when in memory."""
         return self._journal
 

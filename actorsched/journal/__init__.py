@@ -1,12 +1,50 @@
-"""Durable claims: an SQLite journal the owner writes with group commit.
+"""Durable claims: a journal the owner writes with group commit, in SQLite or PostgreSQL.
 
 >>> from actorsched import Scheduler
 >>> scheduler = Scheduler(journal="claims.sqlite")   # recovers on start
+>>> pair = Scheduler(journal=open_journal("postgresql://postgres@db/sched", shard="cell1"))
 
-See :class:`SqliteJournal` for what survives and how.
+A path is SQLite (one process); a ``postgresql://`` URL is PostgreSQL (an
+active/standby pair, fenced). See :class:`Journal` for the rules both keep.
 """
 
-from .errors import JournalError
-from .sqlite import JournalStats, Recovery, SqliteJournal
+from __future__ import annotations
 
-__all__ = ["JournalError", "JournalStats", "Recovery", "SqliteJournal"]
+import os
+
+from .base import Journal, JournalStats, Recovery
+from .errors import JournalError, JournalFenced, JournalLocked, JournalUnavailable
+from .postgres import DEFAULT_SHARD, PostgresJournal, is_postgres_url
+from .sqlite import SqliteJournal
+
+__all__ = [
+    "DEFAULT_SHARD",
+    "Journal",
+    "JournalError",
+    "JournalFenced",
+    "JournalLocked",
+    "JournalStats",
+    "JournalUnavailable",
+    "PostgresJournal",
+    "Recovery",
+    "SqliteJournal",
+    "open_journal",
+]
+
+
+def open_journal(
+    where: str | os.PathLike[str], *, shard: str = DEFAULT_SHARD, snapshot_every: int = 20_000
+) -> Journal:
+    """The journal ``where`` names: a ``postgresql://`` URL, or else the path of an SQLite file.
+
+    ``shard`` names the state within a shared PostgreSQL database; an SQLite
+    file holds one shard, so any other name there is refused.
+    """
+    if is_postgres_url(where):
+        assert isinstance(where, str)
+        return PostgresJournal(where, shard=shard, snapshot_every=snapshot_every)
+    if shard != DEFAULT_SHARD:
+        raise ValueError(
+            f"shard {shard!r} needs a postgresql:// journal; an SQLite journal holds one shard"
+        )
+    return SqliteJournal(where, snapshot_every=snapshot_every)

@@ -1,10 +1,10 @@
-"""The journal's own error."""
+"""The journal's own errors."""
 
 from __future__ import annotations
 
 from ..errors import SchedulerError
 
-__all__ = ["JournalError"]
+__all__ = ["JournalError", "JournalFenced", "JournalLocked", "JournalUnavailable"]
 
 
 class JournalError(SchedulerError):
@@ -13,6 +13,22 @@ class JournalError(SchedulerError):
     Raised for a file that is not an actorsched journal (another SQLite
     database, or not SQLite at all), a damaged one, one written by a newer
     schema, and for every call after a journal write failed. The message
-    names the file and says what to do; the scheduler never falls back to
-    an empty state silently.
+    names the journal and says what to do; the scheduler never falls back
+    to an empty state silently.
     """
+
+
+class JournalLocked(JournalError):
+    """Another process holds the journal: one writer at a time, never a split."""
+
+
+class JournalFenced(JournalError):
+    """Another owner took the shard over (a newer epoch): this one may not write.
+
+    Every later write fails too. The process that gets it must stop
+    answering at once; its state may hold changes the journal refused.
+    """
+
+
+class JournalUnavailable(JournalError):
+    """The journal's database cannot be reached right now (a standby retries)."""

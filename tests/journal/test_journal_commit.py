@@ -201,12 +201,12 @@ async def test_callers_do_not_wait_for_a_snapshot(tmp_path: Path) -> None:
 async def test_a_failed_snapshot_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import actorsched.journal.sqlite as sqlite_journal
+    import actorsched.journal.base as journal_base
 
     def broken(image: CoreImage) -> str:
         raise OSError("disk full")
 
-    monkeypatch.setattr(sqlite_journal, "encode", broken)
+    monkeypatch.setattr(journal_base, "encode", broken)
     path = tmp_path / "j.sqlite"
     async with Scheduler(CONFIG, journal=SqliteJournal(path, snapshot_every=5)) as s:
         await _hosts(s)

@@ -1,0 +1,469 @@
+"""What every journal backend shares: group commit, recovery, following, fencing, fail-stop.
+
+Rules this module keeps (a backend only stores and fetches rows):
+
+* One writer thread owns all writing. The owner task hands it each applied
+  batch (:meth:`Journal.submit`, a ``BatchSink``) and goes on with the next
+  batch at once; the writer commits batches strictly in the order they were
+  handed over, several at a time when they queue up (group commit), and
+  only then are their callers answered. A batch that changed nothing still
+  waits for the batches before it: no answer may depend on a change that is
+  not yet durable.
+* Records are numbered 1, 2, 3 … per journal (per shard). A snapshot is
+  captured by the owner between two batches every ``snapshot_every``
+  records and written by the writer in a transaction of its own once the
+  records up to it are committed (the batch that made it due does not wait
+  for it); a snapshot that fails to write loses nothing and is only logged.
+* Recovery restores the snapshot, checked against its SHA-256, and applies
+  every later record in order, each checked against its CRC; any failure
+  raises :class:`JournalError`: never an empty scheduler in place of a
+  damaged one. Following (a standby's :meth:`catch_up`) is the same replay,
+  run again for the records written since.
+* One writer per journal, enforced by the backend: SQLite holds an
+  exclusive lock on the file for as long as it is open; PostgreSQL keeps a
+  per-shard epoch, bumped by :meth:`acquire`, and every commit is
+  conditional on the committer's epoch in the same statement. A deposed
+  owner's commit fails with :class:`JournalFenced`.
+* A failed write is final: every later batch fails too (fail-stop), since
+  the state in memory already holds changes the journal does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import queue
+import threading
+import time
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+
+from ..actor import Envelope
+from ..core import SchedulerCore
+from ..core.snapshot import CoreImage, capture
+from .errors import JournalError
+from .records import Record, apply, count_changes, records_of
+from .snapshot import encode, restore
+
+__all__ = ["Journal", "JournalStats", "Recovery", "Row", "StoredSnapshot"]
+
+log = logging.getLogger("actorsched.journal")
+
+# One stored record: (seq, kind, now, body, crc).
+Row = tuple[int, str, float, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSnapshot:
+    """A snapshot as stored: the seq of the last record it covers, its body and digest."""
+
+    seq: int
+    body: str
+    sha256: str
+
+
+@dataclass(slots=True)
+class JournalStats:
+    """Counters of the writer; ``transactions`` < ``batches`` shows group commit."""
+
+    batches: int = 0
+    transactions: int = 0
+    records: int = 0
+    snapshots: int = 0
+    followed: int = 0  # records applied by catch_up (a standby following the journal)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What :meth:`Journal.open` found and rebuilt."""
+
+    created: bool
+    snapshot_seq: int
+    replayed: int
+    hosts: int
+    claims: int
+    seconds: float
+
+
+@dataclass(slots=True)
+class _Pending:
+    batch: list[Envelope]
+    future: asyncio.Future[None]
+    image: CoreImage | None
+
+
+# Records fetched per query while recovering or following: bounds the memory
+# one fetch takes, whatever the length of the tail.
+_FETCH = 5_000
+
+
+class Journal(ABC):
+    """A write-ahead journal of scheduler state changes (a ``BatchSink``).
+
+    ``Scheduler(journal=...)`` is the usual way in; it opens, recovers,
+    acquires, starts and closes the journal for you. By hand::
+
+        journal.open(core)          # creates the journal, or recovers core from it
+        journal.acquire()           # become its one writer (fences any earlier one)
+        journal.catch_up(core)      # apply what an earlier writer wrote since open
+        journal.start()             # in the running loop, before the owner starts
+        owner = Owner(core, ..., sink=journal)
+        ...
+        await journal.close()       # after the owner stopped
+
+    ``snapshot_every`` bounds how many records replay has to go through.
+    """
+
+    def __init__(self, *, snapshot_every: int) -> None:
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
+        self.snapshot_every = snapshot_every
+        self.stats = JournalStats()
+        self.recovery: Recovery | None = None
+        self._core: SchedulerCore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._next_seq = 1
+        self._since_snapshot = 0
+        self._inflight = 0
+        self._failed: JournalError | None = None
+        self._closed = False
+        self._opened = False
+
+    # -- what a backend provides ----------------------------------------------
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """What the journal is, for messages: a path, or a URL (no password) and shard."""
+
+    @abstractmethod
+    def _connect(self) -> bool:
+        """Connect, check or create the schema, take the writer's lock; True when new."""
+
+    @abstractmethod
+    def _load_snapshot(self) -> StoredSnapshot | None:
+        """The stored snapshot, if any."""
+
+    @abstractmethod
+    def _load_records(self, after: int, limit: int) -> list[Row]:
+        """Up to ``limit`` records with seq > ``after``, in order."""
+
+    @abstractmethod
+    def _write_records(self, rows: list[Row]) -> None:
+        """Commit ``rows`` (consecutive seqs) in one transaction, or raise; writer thread."""
+
+    @abstractmethod
+    def _write_snapshot(self, snapshot: StoredSnapshot) -> None:
+        """Store ``snapshot`` and drop records no reader needs any more; writer thread."""
+
+    @abstractmethod
+    def _disconnect(self) -> None:
+        """Close connections and let go of the lock."""
+
+    def _acquire(self) -> int:
+        """Become the one writer; the epoch of this term (a lock held since open: 1)."""
+        return 1
+
+    def _describe_failure(self, exc: BaseException) -> JournalError:
+        """The error that stops the journal after ``exc`` failed a write."""
+        return JournalError(
+            f"could not write journal {self.name}: {exc}; the scheduler's answers are "
+            "no longer durable: stop it and restart it on this journal"
+        )
+
+    # -- open, recover, follow (no owner running) -----------------------------
+
+    def open(self, core: SchedulerCore) -> Recovery:
+        """Open or create the journal and rebuild ``core`` (which must be empty) from it.
+
+        Blocking; ``Scheduler`` runs it in a worker thread. Raises
+        :class:`JournalError` for a journal that is foreign, damaged, newer,
+        or held by another process.
+        """
+        if self._opened:
+            raise JournalError(f"journal {self.name} is already open")
+        if core.table.count or len(core.ledger):
+            raise JournalError("a journal recovers into an empty core; this one holds state")
+        started = time.perf_counter()
+        created = self._connect()
+        self._opened = True
+        try:
+            snapshot_seq = self._restore_snapshot(core)
+            self._next_seq = snapshot_seq + 1
+            replayed = self._replay(core)
+        except BaseException:
+            self._opened = False
+            self._disconnect()
+            raise
+        self._core = core
+        self._since_snapshot = replayed
+        self.recovery = Recovery(
+            created,
+            snapshot_seq,
+            replayed,
+            core.table.count,
+            len(core.ledger),
+            time.perf_counter() - started,
+        )
+        log.info("journal %s: %s", self.name, self.recovery)
+        return self.recovery
+
+    def _restore_snapshot(self, core: SchedulerCore) -> int:
+        stored = self._load_snapshot()
+        if stored is None:
+            return 0
+        if hashlib.sha256(stored.body.encode()).hexdigest() != stored.sha256:
+            raise JournalError(
+                f"the snapshot in {self.name} does not match its checksum: the journal is "
+                "damaged; restore it from a backup"
+            )
+        try:
+            restore(core, stored.body)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JournalError(f"the snapshot in {self.name} does not parse: {exc}") from exc
+        return stored.seq
+
+    def _replay(self, core: SchedulerCore) -> int:
+        """Apply every record after the last one applied; how many there were."""
+        replayed = 0
+        while True:
+            rows = self._load_records(self._next_seq - 1, _FETCH)
+            for seq, kind, now, body, crc in rows:
+                if seq != self._next_seq:
+                    raise JournalError(
+                        f"journal {self.name} has record {seq} where record {self._next_seq} "
+                        "was expected: the records this state needs were dropped by a newer "
+                        "snapshot (a standby fell too far behind) or the journal is damaged; "
+                        "restart to recover from the snapshot"
+                    )
+                if zlib.crc32(body.encode()) != crc:
+                    raise JournalError(
+                        f"record {seq} in {self.name} does not match its CRC: the journal is "
+                        "damaged"
+                    )
+                try:
+                    apply(core, Record(kind, now, body))
+                except Exception as exc:
+                    raise JournalError(f"record {seq} ({kind}) in {self.name}: {exc}") from exc
+                self._next_seq = seq + 1
+                replayed += 1
+            if len(rows) < _FETCH:
+                return replayed
+
+    def acquire(self) -> int:
+        """Become the journal's one writer; returns the epoch of this term.
+
+        PostgreSQL bumps the shard's epoch, so a commit of any earlier owner
+        fails from now on; call :meth:`catch_up` after it, before answering
+        anyone, to apply what that owner wrote. Blocking.
+        """
+        if not self._opened:
+            raise JournalError(f"open journal {self.name} before acquiring it")
+        self._check_usable()
+        return self._acquire()
+
+    def catch_up(self, core: SchedulerCore) -> int:
+        """Apply the records written since this journal last read or wrote; how many.
+
+        A standby calls it to follow the active writer, and once more after
+        :meth:`acquire`. Only while no owner runs on ``core``. Blocking.
+        """
+        if core is not self._core:
+            raise JournalError("catch_up applies records to the core this journal recovered")
+        self._check_usable()
+        applied = self._replay(core)
+        self._since_snapshot += applied
+        self.stats.followed += applied
+        return applied
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            raise self._failed
+        if self._closed:
+            raise JournalError(f"journal {self.name} is closed")
+
+    @property
+    def failed(self) -> JournalError | None:
+        """The error that stopped the journal (fail-stop), or None while it works."""
+        return self._failed
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last record written or applied."""
+        return self._next_seq - 1
+
+    # -- writing (the owner hands batches over) -------------------------------
+
+    def start(self) -> None:
+        """Start the writer thread; call in the running loop, after :meth:`open`."""
+        if not self._opened:
+            raise JournalError("open the journal before starting it")
+        if self._thread is not None:
+            raise JournalError(f"journal {self.name} already started")
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self._write_loop, name="actorsched-journal", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, batch: list[Envelope]) -> Awaitable[None]:
+        """Hand over an applied batch; the awaitable finishes once it is durable."""
+        loop = self._loop
+        if loop is None:
+            raise JournalError("start the journal before handing it batches")
+        future: asyncio.Future[None] = loop.create_future()
+        if self._failed is None and self._closed:
+            self._failed = JournalError(f"journal {self.name} is closed")
+        if self._failed is None:
+            try:
+                changes = count_changes(batch)
+            except JournalError as exc:
+                self._fail(exc)
+        if self._failed is not None:
+            future.set_exception(self._failed)
+            return future
+        if changes == 0 and self._inflight == 0:
+            future.set_result(None)  # nothing to write, nothing earlier to wait for
+            return future
+        image = None
+        self._since_snapshot += changes
+        if self._since_snapshot >= self.snapshot_every and self._core is not None:
+            image = capture(self._core)  # the state exactly as this batch left it
+            self._since_snapshot = 0
+        self._inflight += 1
+        self._queue.put(_Pending(batch, future, image))
+        return future
+
+    def _fail(self, exc: JournalError) -> None:
+        if self._failed is None:
+            log.error("journal %s failed; every later call fails too: %s", self.name, exc)
+            self._failed = exc
+
+    def _write_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            group = [first]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    group.append(self._queue.get_nowait())
+            items = [item for item in group if item is not None]
+            if items:
+                error, snapshot = self._commit(items)
+                loop = self._loop
+                assert loop is not None
+                # a closed loop has nobody waiting any more
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._settle, items, error)
+                if snapshot is not None:
+                    self._snapshot(*snapshot)
+            if len(items) != len(group):  # the stop sentinel, always last
+                return
+
+    def _commit(
+        self, items: list[_Pending]
+    ) -> tuple[JournalError | None, tuple[CoreImage, int] | None]:
+        """Write the records of ``items`` in one transaction.
+
+        Returns the error instead of raising, and the last snapshot captured
+        among ``items`` with the seq of the last record it covers (an earlier
+        one in the same group is superseded by it).
+        """
+        if self._failed is not None:
+            return self._failed, None
+        seq = self._next_seq
+        snapshot: tuple[CoreImage, int] | None = None
+        rows: list[Row] = []
+        try:
+            for item in items:
+                for record in records_of(item.batch):
+                    crc = zlib.crc32(record.body.encode())
+                    rows.append((seq, record.kind, record.now, record.body, crc))
+                    seq += 1
+                if item.image is not None:
+                    snapshot = (item.image, seq - 1)
+            if rows:
+                self._write_records(rows)
+        except Exception as exc:
+            error = exc if isinstance(exc, JournalError) else self._describe_failure(exc)
+            if error is not exc:
+                error.__cause__ = exc
+            self._failed = error
+            log.error("%s", error)
+            return error, None
+        self._next_seq = seq
+        self.stats.batches += len(items)
+        self.stats.transactions += 1 if rows else 0
+        self.stats.records += len(rows)
+        return None, snapshot
+
+    def _snapshot(self, image: CoreImage, seq: int) -> None:
+        """Write ``image`` (the state after record ``seq``) and drop the records it covers."""
+        try:
+            body = encode(image)
+            self._write_snapshot(
+                StoredSnapshot(seq, body, hashlib.sha256(body.encode()).hexdigest())
+            )
+        except Exception:
+            log.exception(
+                "could not write a snapshot of journal %s at record %d; nothing is lost "
+                "(replay starts from the previous snapshot), the next one is tried after "
+                "%d more records",
+                self.name,
+                seq,
+                self.snapshot_every,
+            )
+            return
+        self.stats.snapshots += 1
+
+    def _settle(self, items: list[_Pending], error: JournalError | None) -> None:
+        for item in items:
+            self._inflight -= 1
+            if item.future.done():
+                continue
+            if error is None:
+                item.future.set_result(None)
+            else:
+                item.future.set_exception(error)
+
+    # -- closing --------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Write a last snapshot, stop the writer and close (after the owner stopped)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._thread is not None:
+                if self._failed is None and self._since_snapshot and self._core is not None:
+                    assert self._loop is not None
+                    final: asyncio.Future[None] = self._loop.create_future()
+                    self._inflight += 1
+                    self._queue.put(_Pending([], final, capture(self._core)))
+                    with contextlib.suppress(JournalError):
+                        await final
+                self._queue.put(None)
+                await asyncio.to_thread(self._thread.join)
+        finally:
+            if self._opened:
+                self._opened = False
+                await asyncio.to_thread(self._disconnect)
+
+    def close_now(self) -> None:
+        """Close a journal that was opened but never started (start-up failed)."""
+        if self._thread is not None:
+            raise JournalError("the journal is running; await close() instead")
+        self._closed = True
+        if self._opened:
+            self._opened = False
+            self._disconnect()
+
+
+def rows_of(records: Iterable[tuple[int, str, float, str, int]]) -> list[Row]:
+    """Rows as plain tuples of the right types (a driver may return its own row type)."""
+    return [(int(s), str(k), float(n), str(b), int(c)) for s, k, n, b, c in records]

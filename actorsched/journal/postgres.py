@@ -1,0 +1,397 @@
+"""The PostgreSQL journal: one shared database, one fenced writer per shard.
+
+Rules this module keeps (the rules every journal keeps are in ``base.py``):
+
+* Every table is keyed by shard, so independent schedulers (one per cell or
+  region) share one database. A shard's row in ``actorsched_shards`` holds
+  its epoch and the seq of its last committed record.
+* :meth:`PostgresJournal.acquire` bumps the epoch (``UPDATE … SET epoch =
+  epoch + 1``, which waits for the row lock any commit in progress holds).
+  A commit is ONE statement: it moves ``last_seq`` forward only where the
+  row still has the committer's epoch and the ``last_seq`` the committer
+  last saw (a compare-and-set), and inserts the records only where that
+  update matched. A deposed owner's commit therefore inserts nothing and
+  fails with :class:`JournalFenced`; it can never answer a caller with a
+  change that is not the truth.
+* A commit whose connection breaks is ambiguous: the writer reconnects
+  (for up to ``reconnect_timeout`` seconds), reads the shard row, and
+  counts the commit done (``last_seq`` reached its end under its epoch),
+  sends it again (``last_seq`` did not move), or fails fenced.
+* A snapshot keeps the records after the *previous* snapshot, so a standby
+  that follows a snapshot behind still finds every record it needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from .base import Journal, Row, StoredSnapshot, rows_of
+from .errors import JournalError, JournalFenced, JournalUnavailable
+
+__all__ = ["DEFAULT_SHARD", "SCHEMA_VERSION", "PostgresJournal", "is_postgres_url"]
+
+log = logging.getLogger("actorsched.journal")
+
+MAGIC = "actorsched-journal"
+SCHEMA_VERSION = 1
+DEFAULT_SHARD = "default"
+_MAX_SHARD_CHARS = 200
+# pg_advisory_xact_lock key that serializes creating the tables ("acts")
+_SCHEMA_LOCK = 0x61637473
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS actorsched_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS actorsched_shards (shard TEXT PRIMARY KEY,"
+    " epoch BIGINT NOT NULL, last_seq BIGINT NOT NULL, owner TEXT NOT NULL DEFAULT '',"
+    " since TIMESTAMPTZ NOT NULL DEFAULT now())",
+    "CREATE TABLE IF NOT EXISTS actorsched_records (shard TEXT NOT NULL, seq BIGINT NOT NULL,"
+    " epoch BIGINT NOT NULL, kind TEXT NOT NULL, now DOUBLE PRECISION NOT NULL,"
+    " body TEXT NOT NULL, crc BIGINT NOT NULL, PRIMARY KEY (shard, seq))",
+    "CREATE TABLE IF NOT EXISTS actorsched_snapshots (shard TEXT PRIMARY KEY,"
+    " seq BIGINT NOT NULL, taken_at DOUBLE PRECISION NOT NULL, body TEXT NOT NULL,"
+    " sha256 TEXT NOT NULL)",
+)
+
+_COMMIT = (
+    "WITH fence AS (UPDATE actorsched_shards SET last_seq = %(last)s"
+    " WHERE shard = %(shard)s AND epoch = %(epoch)s AND last_seq = %(prev)s RETURNING 1)"
+    " INSERT INTO actorsched_records (shard, seq, epoch, kind, now, body, crc)"
+    " SELECT %(shard)s, r.seq, %(epoch)s, r.kind, r.now, r.body, r.crc"
+    " FROM unnest(%(seqs)s::bigint[], %(kinds)s::text[], %(nows)s::float8[],"
+    " %(bodies)s::text[], %(crcs)s::bigint[]) AS r(seq, kind, now, body, crc)"
+    " WHERE EXISTS (SELECT 1 FROM fence)"
+)
+
+
+def is_postgres_url(where: object) -> bool:
+    """True for a ``postgresql://`` (or ``postgres://``) URL: the journal is PostgreSQL."""
+    return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _check_shard(shard: str) -> str:
+    if not shard or len(shard) > _MAX_SHARD_CHARS or not shard.isprintable():
+        raise ValueError(
+            f"shard name {shard[:80]!r} must be 1 to {_MAX_SHARD_CHARS} printable characters"
+        )
+    return shard
+
+
+class PostgresJournal(Journal):
+    """A journal in a PostgreSQL database, shared by an active/standby pair.
+
+    >>> journal = PostgresJournal("postgresql://postgres@127.0.0.1/test", shard="cell1")
+    >>> scheduler = Scheduler(journal=journal)  # doctest: +SKIP
+
+    ``reconnect_timeout`` bounds how long a commit waits for a lost
+    database to come back before the journal fails (fail-stop).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        shard: str = DEFAULT_SHARD,
+        snapshot_every: int = 20_000,
+        connect_timeout: float = 5.0,
+        reconnect_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(snapshot_every=snapshot_every)
+        if not is_postgres_url(url):
+            raise ValueError(f"a PostgreSQL journal needs a postgresql:// URL, got {url[:80]!r}")
+        self.url = url
+        self.shard = _check_shard(shard)
+        self.connect_timeout = connect_timeout
+        self.reconnect_timeout = reconnect_timeout
+        self.epoch: int | None = None
+        self._writer: psycopg.Connection[Any] | None = None
+        self._reader: psycopg.Connection[Any] | None = None
+        self._owner_name = f"pid {os.getpid()} on {socket.gethostname()}"
+
+    @property
+    def name(self) -> str:
+        return f"{redact(self.url)} shard {self.shard!r}"
+
+    # -- connecting -----------------------------------------------------------
+
+    def _new_connection(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=max(1, round(self.connect_timeout)),
+                application_name=f"actorsched {self.shard}",
+            )
+        except psycopg.Error as exc:
+            raise JournalUnavailable(f"cannot connect to journal {self.name}: {exc}") from exc
+
+    def _connect(self) -> bool:
+        conn = self._new_connection()
+        try:
+            created = self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._reader = conn
+        return created
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> bool:
+        """Create the tables when absent, check their version, make the shard's row."""
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO actorsched_meta (key, value) VALUES ('magic', %s),"
+                    " ('schema_version', %s) ON CONFLICT (key) DO NOTHING",
+                    (MAGIC, str(SCHEMA_VERSION)),
+                )
+                meta = dict(conn.execute("SELECT key, value FROM actorsched_meta").fetchall())
+                inserted = conn.execute(
+                    "INSERT INTO actorsched_shards (shard, epoch, last_seq) VALUES (%s, 0, 0)"
+                    " ON CONFLICT (shard) DO NOTHING",
+                    (self.shard,),
+                ).rowcount
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot prepare journal {self.name}: {exc}") from exc
+        if meta.get("magic") != MAGIC:
+            raise JournalError(
+                f"{self.name}: table actorsched_meta has magic {meta.get('magic')!r}, not "
+                f"{MAGIC!r}; point the scheduler at another database"
+            )
+        version = meta.get("schema_version", "")
+        if not version.isdigit() or int(version) != SCHEMA_VERSION:
+            raise JournalError(
+                f"{self.name} has journal schema {version!r}; this actorsched reads schema "
+                f"{SCHEMA_VERSION}: run the actorsched version that wrote it"
+            )
+        return inserted == 1
+
+    def _disconnect(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                conn.close()
+        self._reader = self._writer = None
+
+    def _read_conn(self) -> psycopg.Connection[Any]:
+        if self._reader is None or self._reader.closed:
+            self._reader = self._new_connection()
+        return self._reader
+
+    def _write_conn(self) -> psycopg.Connection[Any]:
+        if self._writer is None or self._writer.closed:
+            self._writer = self._new_connection()
+        return self._writer
+
+    # -- reading --------------------------------------------------------------
+
+    def _load_snapshot(self) -> StoredSnapshot | None:
+        try:
+            row = (
+                self._read_conn()
+                .execute(
+                    "SELECT seq, body, sha256 FROM actorsched_snapshots WHERE shard = %s",
+                    (self.shard,),
+                )
+                .fetchone()
+            )
+        except psycopg.Error as exc:
+            self._drop_reader()
+            raise JournalUnavailable(f"cannot read journal {self.name}: {exc}") from exc
+        return None if row is None else StoredSnapshot(int(row[0]), str(row[1]), str(row[2]))
+
+    def _load_records(self, after: int, limit: int) -> list[Row]:
+        try:
+            cursor = self._read_conn().execute(
+                "SELECT seq, kind, now, body, crc FROM actorsched_records"
+                " WHERE shard = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (self.shard, after, limit),
+            )
+            return rows_of(cursor.fetchall())
+        except psycopg.Error as exc:
+            self._drop_reader()
+            raise JournalUnavailable(f"cannot read journal {self.name}: {exc}") from exc
+
+    def _drop_reader(self) -> None:
+        # a broken connection is replaced on the next read
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def shard_row(self) -> tuple[int, int, str]:
+        """The shard's (epoch, last_seq, owner) as the database holds them now."""
+        row = (
+            self._read_conn()
+            .execute(
+                "SELECT epoch, last_seq, owner FROM actorsched_shards WHERE shard = %s",
+                (self.shard,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise JournalError(f"{self.name}: the shard's row is missing")
+        return int(row[0]), int(row[1]), str(row[2])
+
+    # -- fencing ----------------------------------------------------------------
+
+    def _acquire(self) -> int:
+        try:
+            row = (
+                self._write_conn()
+                .execute(
+                    "UPDATE actorsched_shards SET epoch = epoch + 1, owner = %s, since = now()"
+                    " WHERE shard = %s RETURNING epoch, last_seq",
+                    (self._owner_name, self.shard),
+                )
+                .fetchone()
+            )
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot take over journal {self.name}: {exc}") from exc
+        if row is None:
+            raise JournalError(f"{self.name}: the shard's row is missing")
+        self.epoch = int(row[0])
+        log.info(
+            "journal %s: this process owns epoch %d (records up to %d)",
+            self.name,
+            self.epoch,
+            row[1],
+        )
+        return self.epoch
+
+    def _fenced(self, epoch: int, owner: str) -> JournalFenced:
+        holder = owner or "no owner recorded"
+        return JournalFenced(
+            f"journal {self.name} was taken over: its epoch is {epoch} ({holder}), "
+            f"this process wrote at epoch {self.epoch}; another scheduler owns the shard now, "
+            "so this one writes nothing more and stops answering"
+        )
+
+    # -- writing (the writer thread) ----------------------------------------------
+
+    def _write_records(self, rows: list[Row]) -> None:
+        epoch = self.epoch
+        if epoch is None:
+            raise JournalError(f"journal {self.name}: acquire() before writing")
+        first, last = rows[0][0], rows[-1][0]
+        params = {
+            "shard": self.shard,
+            "epoch": epoch,
+            "prev": first - 1,
+            "last": last,
+            "seqs": [r[0] for r in rows],
+            "kinds": [r[1] for r in rows],
+            "nows": [r[2] for r in rows],
+            "bodies": [r[3] for r in rows],
+            "crcs": [r[4] for r in rows],
+        }
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            try:
+                inserted = self._write_conn().execute(_COMMIT, params, prepare=True).rowcount
+            except psycopg.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                # the commit may or may not have happened: ask the database which
+                done = self._after_lost_commit(exc, first, last, deadline)
+                if done:
+                    return
+                continue
+            if inserted == len(rows):
+                return
+            epoch_now, last_seq, owner = self._shard_row_on_writer()
+            if epoch_now != epoch:
+                raise self._fenced(epoch_now, owner)
+            raise JournalError(
+                f"journal {self.name} holds records up to {last_seq}, this process expected "
+                f"{first - 1}: another writer wrote under this epoch; stop every scheduler of "
+                "this shard and start one"
+            )
+
+    def _after_lost_commit(
+        self, exc: BaseException, first: int, last: int, deadline: float
+    ) -> bool:
+        """True when the lost commit is in the database, False to send it again."""
+        log.warning(
+            "journal %s: connection lost during a commit (%s); reconnecting for up to %.0fs",
+            self.name,
+            str(exc).strip(),
+            self.reconnect_timeout,
+        )
+        while True:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            try:
+                epoch_now, last_seq, owner = self._shard_row_on_writer()
+                break
+            except (psycopg.Error, JournalError) as again:
+                if time.monotonic() >= deadline:
+                    raise JournalError(
+                        f"journal {self.name} unreachable for {self.reconnect_timeout:.0f}s "
+                        f"({again}); nothing after record {first - 1} is durable"
+                    ) from again
+                time.sleep(0.2)
+        if epoch_now != self.epoch:
+            raise self._fenced(epoch_now, owner)
+        if last_seq == last:
+            return True
+        if last_seq == first - 1:
+            return False
+        raise JournalError(
+            f"journal {self.name} holds records up to {last_seq} after a lost commit of "
+            f"{first}..{last}: not this process's writes; stop every scheduler of this shard"
+        )
+
+    def _shard_row_on_writer(self) -> tuple[int, int, str]:
+        row = (
+            self._write_conn()
+            .execute(
+                "SELECT epoch, last_seq, owner FROM actorsched_shards WHERE shard = %s",
+                (self.shard,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise JournalError(f"{self.name}: the shard's row is missing")
+        return int(row[0]), int(row[1]), str(row[2])
+
+    def _write_snapshot(self, snapshot: StoredSnapshot) -> None:
+        conn = self._write_conn()
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT epoch FROM actorsched_shards WHERE shard = %s FOR UPDATE", (self.shard,)
+            ).fetchone()
+            if row is None or int(row[0]) != self.epoch:
+                raise JournalError("the shard was taken over; the new owner writes snapshots")
+            previous = conn.execute(
+                "SELECT seq FROM actorsched_snapshots WHERE shard = %s", (self.shard,)
+            ).fetchone()
+            conn.execute(
+                "INSERT INTO actorsched_snapshots (shard, seq, taken_at, body, sha256)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (shard) DO UPDATE SET"
+                " seq = EXCLUDED.seq, taken_at = EXCLUDED.taken_at, body = EXCLUDED.body,"
+                " sha256 = EXCLUDED.sha256",
+                (self.shard, snapshot.seq, time.time(), snapshot.body, snapshot.sha256),
+            )
+            if previous is not None:
+                # keep one snapshot's worth of records for standbys still reading them
+                conn.execute(
+                    "DELETE FROM actorsched_records WHERE shard = %s AND seq <= %s",
+                    (self.shard, int(previous[0])),
+                )

@@ -1,0 +1,222 @@
+"""One writer per journal: SQLite's file lock, PostgreSQL's epoch, and a standby that follows."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from journal_backends import PG_URL, pg_execute
+from journal_workload import report
+
+from actorsched import RequestSpec, Scheduler, SchedulerConfig
+from actorsched.core import SchedulerCore
+from actorsched.errors import NotActive
+from actorsched.journal import (
+    JournalError,
+    JournalFenced,
+    JournalLocked,
+    PostgresJournal,
+    SqliteJournal,
+)
+
+CONFIG = SchedulerConfig(max_io_ops_per_host=10_000, max_instances_per_host=10_000)
+
+
+def _spec(uuid_: str) -> RequestSpec:
+    return RequestSpec(instance_uuids=[uuid_], memory_mb=64, vcpus=1, disk_gb=1)
+
+
+@pytest.fixture
+def shard() -> Iterator[str]:
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    yield name
+    for table in ("actorsched_records", "actorsched_snapshots", "actorsched_shards"):
+        pg_execute(f"DELETE FROM {table} WHERE shard = %s", (name,))
+
+
+def _pg(shard: str, **kw: int) -> PostgresJournal:
+    return PostgresJournal(PG_URL, shard=shard, **kw)
+
+
+# -- SQLite: one process per file ------------------------------------------------
+
+
+async def test_a_second_journal_on_one_sqlite_file_is_refused_and_names_the_holder(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.sqlite"
+    async with Scheduler(CONFIG, journal=path) as first:
+        await first.update_host(report("h1", 1))
+        second = Scheduler(CONFIG, journal=path)
+        with pytest.raises(JournalLocked, match=rf"{path} is in use by pid {os.getpid()}"):
+            await second.start()
+        # the first keeps answering, and writing
+        [selection] = await first.select_destinations(_spec("vm-1"))
+        assert selection.host == "h1"
+    async with Scheduler(CONFIG, journal=path) as again:  # released on close
+        assert again.claim_count == 1
+
+
+# -- PostgreSQL: epochs --------------------------------------------------------------
+
+
+async def test_a_second_owner_fences_the_first(shard: str) -> None:
+    async with Scheduler(CONFIG, journal=_pg(shard)) as first:
+        await first.update_host(report("h1", 1))
+        await first.select_destinations(_spec("vm-1"))
+        async with Scheduler(CONFIG, journal=_pg(shard)) as second:
+            assert second.claim_count == 1, "the new owner starts from the journal"
+            with pytest.raises(JournalFenced, match="was taken over: its epoch is 2"):
+                await first.select_destinations(_spec("vm-2"))
+            with pytest.raises(JournalFenced):  # and every later call
+                await first.release("vm-1")
+            await second.select_destinations(_spec("vm-3"))
+    core = SchedulerCore(CONFIG)
+    journal = _pg(shard)
+    journal.open(core)
+    journal.close_now()
+    assert sorted(core.claims()) == ["vm-1", "vm-3"], "the deposed owner wrote nothing"
+
+
+async def test_an_epoch_stolen_by_hand_fails_the_owners_next_commit(shard: str) -> None:
+    async with Scheduler(CONFIG, journal=_pg(shard)) as s:
+        await s.update_host(report("h1", 1))
+        pg_execute(
+            "UPDATE actorsched_shards SET epoch = epoch + 1, owner = 'operator' WHERE shard = %s",
+            (shard,),
+        )
+        with pytest.raises(JournalFenced, match=r"its epoch is 2 \(operator\)"):
+            await s.select_destinations(_spec("vm-1"))
+        assert s.journal is not None
+        assert isinstance(s.journal.failed, JournalFenced)
+    rows = pg_execute("SELECT count(*) FROM actorsched_records WHERE shard = %s", (shard,))
+    assert rows == [(1,)], "only the host report is in the journal"
+
+
+async def test_a_killed_database_connection_loses_no_commit(shard: str) -> None:
+    async with Scheduler(CONFIG, journal=_pg(shard)) as s:
+        await s.update_hosts([report(f"h{i}", 1, vcpus=64) for i in range(4)])
+        kills = 0
+
+        async def killer() -> None:
+            nonlocal kills
+            for _ in range(5):
+                await asyncio.sleep(0.05)
+                kills += len(
+                    pg_execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE application_name = %s",
+                        (f"actorsched {shard}",),
+                    )
+                )
+
+        task = asyncio.create_task(killer())
+        for round_ in range(30):
+            await asyncio.gather(
+                *(s.select_destinations(_spec(f"vm-{round_}-{i}")) for i in range(10))
+            )
+            await asyncio.sleep(0.01)
+        await task
+        assert kills >= 3
+        assert s.journal is not None
+        assert s.journal.failed is None
+        digest = s.core.digest()
+    core = SchedulerCore(CONFIG)
+    journal = _pg(shard)
+    journal.open(core)
+    journal.close_now()
+    assert len(core.claims()) == 300
+    assert core.digest() == digest
+
+
+# -- a standby follows the journal -------------------------------------------------------
+
+
+async def _wait_for(predicate: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within 5 s")
+
+
+async def test_a_standby_follows_then_takes_over_with_the_same_state(shard: str) -> None:
+    active = Scheduler(CONFIG, journal=_pg(shard, snapshot_every=7))
+    standby = Scheduler(CONFIG, journal=_pg(shard, snapshot_every=7), follow_interval=0.02)
+    await active.start()
+    await standby.follow()
+    try:
+        assert standby.role == "standby"
+        with pytest.raises(NotActive):
+            await standby.select_destinations(_spec("vm-x"))
+        await active.update_hosts([report(f"h{i}", 1, vcpus=64) for i in range(4)])
+        for i in range(40):  # several snapshots pass while the standby follows
+            await active.select_destinations(_spec(f"vm-{i}"))
+        await _wait_for(lambda: standby.claim_count == 40)
+        assert standby.core.digest() == active.core.digest()
+        epoch = await standby.activate()
+        assert epoch == 2
+        assert standby.role != "standby"
+        with pytest.raises(JournalFenced):
+            await active.select_destinations(_spec("vm-late"))
+        [selection] = await standby.select_destinations(_spec("vm-40"))
+        assert selection.host.startswith("h")
+        assert standby.claim_count == 41
+    finally:
+        await active.stop()
+        await standby.stop()
+
+
+async def test_a_standby_that_missed_dropped_records_refuses_to_take_over(shard: str) -> None:
+    active = Scheduler(CONFIG, journal=_pg(shard, snapshot_every=3))
+    standby = Scheduler(CONFIG, journal=_pg(shard), follow_interval=3600)
+    await active.start()
+    await active.update_host(report("h1", 1, vcpus=64))
+    await standby.follow()  # reads once, then sleeps an hour
+    try:
+        for i in range(20):  # snapshots every 3 records drop what the standby has not read
+            await active.select_destinations(_spec(f"vm-{i}"))
+        await active.step_down()  # the active stops answering; its writes are all durable
+        with pytest.raises(JournalError, match="was expected"):
+            await standby.activate()
+    finally:
+        await active.stop()
+        await standby.stop()
+
+
+async def test_step_down_then_activate_again_catches_up(shard: str) -> None:
+    a = Scheduler(CONFIG, journal=_pg(shard))
+    b = Scheduler(CONFIG, journal=_pg(shard), follow_interval=0.02)
+    await a.start()
+    await b.follow()
+    try:
+        await a.update_host(report("h1", 1, vcpus=64))
+        await a.step_down()
+        assert a.role == "standby"
+        assert await b.activate() == 2
+        await b.select_destinations(_spec("vm-1"))
+        await b.step_down()
+        assert await a.activate() == 3
+        assert a.claim_count == 1, "a caught up with what b wrote"
+        await a.select_destinations(_spec("vm-2"))
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_sqlite_scheduler_steps_down_and_back(tmp_path: Path) -> None:
+    s = Scheduler(CONFIG, journal=SqliteJournal(tmp_path / "j.sqlite"))
+    await s.start()
+    try:
+        await s.update_host(report("h1", 1))
+        await s.step_down()
+        with pytest.raises(NotActive):
+            await s.release("vm-1")
+        assert await s.activate() == 1
+        await s.select_destinations(_spec("vm-1"))
+    finally:
+        await s.stop()
