@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench bench-instructions rabbitmq serve clean
+.PHONY: demo test lint typecheck pytest bench bench-instructions rabbitmq postgresql serve clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ demo: $(STAMP)
 rabbitmq:
 	@bash scripts/ensure-rabbitmq.sh
 
+# The journal tests and benchmarks talk to a real PostgreSQL (127.0.0.1:5432, database
+# test, user postgres, trust); start it (installing it first when absent).
+postgresql:
+	@bash scripts/ensure-postgresql.sh
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -26,12 +31,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP) rabbitmq
+pytest: $(STAMP) rabbitmq postgresql
 	$(PY) -m pytest
 
 test: lint typecheck pytest
 
-bench: $(STAMP) rabbitmq
+bench: $(STAMP) rabbitmq postgresql
 	$(VENV)/bin/actorsched bench
 
 # CPU instructions per placement and per report (valgrind): repeatable where

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Make sure PostgreSQL answers on 127.0.0.1:5432 (user postgres, trust auth) with a
+# database `test`, for the journal tests and benchmarks. A server that already
+# answers is used as it is. Otherwise Debian's postgresql is installed when absent
+# and its cluster started when stopped; connecting as postgres from 127.0.0.1 is
+# then made password-less (trust) and `test` is created when missing.
+set -euo pipefail
+
+PATH="$PATH:/usr/sbin:/sbin"
+HOST=127.0.0.1
+PORT=5432
+DB=test
+export PGCONNECT_TIMEOUT=5
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# accepting connections (pg_isready when there is one, a bare TCP connect otherwise)
+answers() {
+    if command -v pg_isready >/dev/null 2>&1; then
+        pg_isready -q -h "$HOST" -p "$PORT" 2>/dev/null
+    else
+        (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null
+    fi
+}
+
+wait_answers() {
+    for _ in $(seq 1 60); do answers && return 0; sleep 1; done
+    return 1
+}
+
+# -w: never prompt for a password, fail instead
+psql_postgres() { psql -X -w -h "$HOST" -p "$PORT" -U postgres "$@"; }
+
+trust_works() { psql_postgres -d postgres -tAc 'SELECT 1' >/dev/null 2>&1; }
+
+has_test_db() {
+    [ "$(psql_postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$DB'" 2>/dev/null)" = 1 ]
+}
+
+newest_version() { ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1; }
+
+installed() { command -v pg_ctlcluster >/dev/null 2>&1 && [ -n "$(newest_version)" ]; }
+
+ctl() { # ctl start|reload
+    local version
+    version="$(newest_version)"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$version" main "$1" ||
+        as_root service postgresql "$1"
+}
+
+# trust for postgres over TCP from localhost: put our lines first in pg_hba.conf
+# (the first matching line wins), then reload
+ensure_trust() {
+    trust_works && return 0
+    local hba
+    hba="/etc/postgresql/$(newest_version)/main/pg_hba.conf"
+    echo "making connections from localhost trusted in $hba"
+    as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+    ctl reload
+    for _ in $(seq 1 10); do trust_works && return 0; sleep 1; done
+    echo "cannot connect to PostgreSQL on $HOST:$PORT as postgres without a password" >&2
+    return 1
+}
+
+ensure_test_db() {
+    has_test_db && return 0
+    echo "creating database $DB"
+    psql_postgres -d postgres -qc "CREATE DATABASE $DB"
+}
+
+if answers; then
+    # running: use it as it is; only add the database when it is missing
+    if trust_works && ! has_test_db; then ensure_test_db; fi
+    exit 0
+fi
+
+if ! installed; then
+    echo "no PostgreSQL on $HOST:$PORT and no cluster found: installing Debian's postgresql"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq postgresql
+    if [ -z "$(newest_version)" ]; then
+        # package already there but its cluster was dropped: make a new one
+        version="$(ls /usr/lib/postgresql | sort -V | tail -n 1)"
+        as_root pg_createcluster "$version" main
+    fi
+    # the package may start the cluster itself; give it the chance before starting it
+    for _ in $(seq 1 15); do answers && break; sleep 1; done
+fi
+
+if ! answers; then
+    echo "starting PostgreSQL $(newest_version)/main"
+    ctl start
+fi
+if ! wait_answers; then
+    echo "PostgreSQL did not answer on $HOST:$PORT" >&2
+    exit 1
+fi
+ensure_trust
+ensure_test_db
