@@ -205,6 +205,11 @@ class Owner:
             if isinstance(durable, BaseException):
                 raise durable
             await durable
+        except SchedulerError as exc:  # the journal logged it once; not a traceback per batch
+            log.debug("journal commit failed; failing %d callers: %s", len(batch), exc)
+            for env in batch:
+                _fail(env.future, exc)
+            return
         except Exception as exc:
             log.exception("journal commit failed; failing %d callers", len(batch))
             for env in batch:

@@ -21,6 +21,20 @@ Rules this module keeps:
 * ``stop`` cancels the consumer first, then waits for what is in flight to
   be answered and acked, then closes. Deliveries the broker had sent but
   this process had not started go back to the queue when the channel closes.
+* One owner per queue. The queue has ``x-single-active-consumer``: of all
+  the services consuming it, the broker delivers to one; the others wait
+  as standbys (their scheduler follows the journal). A consumer is never
+  told it became the active one: it learns from its first delivery, and
+  then, before answering anything, takes the journal over (PostgreSQL
+  bumps the shard's epoch, fencing the previous owner) and applies what
+  the journal holds beyond its own state. A lost channel or connection
+  ends the term (the broker may give the queue to another consumer
+  meanwhile): the scheduler steps down, and the next delivery starts a
+  new term the same way.
+* Fail-stop: a journal error (a failed write, or fenced: another owner
+  took the shard) is never answered or acked. The service stops consuming
+  at once, logs why in one line, and sets :attr:`SchedulerService.failure`;
+  ``actorsched serve`` then exits non-zero.
 
 Run it with ``actorsched serve`` or, in-process::
 
@@ -63,8 +77,9 @@ from ..core import (
     UpdateHost,
 )
 from ..errors import SchedulerError, SchedulerStopped
+from ..journal import DEFAULT_SHARD, JournalError, JournalUnavailable, open_journal
 from ..models import SchedulerConfig
-from ..scheduler import Scheduler
+from ..scheduler import DEFAULT_FOLLOW_INTERVAL, Scheduler
 from .metrics import MetricsServer, ServiceMetrics
 from .protocol import (
     BATCH,
@@ -123,11 +138,16 @@ def dead_letter_names(queue: str) -> tuple[str, str]:
 
 
 def queue_arguments(queue: str, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) -> dict[str, Any]:
-    """The arguments the request queue is declared with (a client must match them)."""
+    """The arguments the request queue is declared with (a client must match them).
+
+    ``x-single-active-consumer``: however many services consume the queue,
+    the broker delivers to one of them at a time (the active owner).
+    """
     return {
         "x-queue-type": "quorum",
         "x-dead-letter-exchange": dead_letter_names(queue)[0],
         "x-delivery-limit": delivery_limit,
+        "x-single-active-consumer": True,
     }
 
 
@@ -185,6 +205,7 @@ class SchedulerService:
         metrics: ServiceMetrics | None = None,
         reconnect_interval: float = 1.0,
         drain_timeout: float = 30.0,
+        activation_timeout: float = 30.0,
     ) -> None:
         mailbox = scheduler.config.mailbox_size
         if prefetch is None:
@@ -208,6 +229,16 @@ class SchedulerService:
         self.metrics = metrics if metrics is not None else ServiceMetrics(scheduler)
         self._reconnect_interval = reconnect_interval
         self._drain_timeout = drain_timeout
+        self._activation_timeout = activation_timeout
+        # a term: from the first delivery (activate) to a lost channel (step down)
+        self._term_lock = asyncio.Lock()
+        self._active = False
+        self._stopping = False
+        self._step_downs: set[asyncio.Task[None]] = set()
+        self.epoch: int | None = None  # the journal epoch of the current term
+        self.terms = 0  # terms this service began (activations)
+        self.failure: JournalError | None = None  # what stopped it (fail-stop)
+        self.failed = asyncio.Event()
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._queue: AbstractQueue | None = None
@@ -223,6 +254,11 @@ class SchedulerService:
     def in_flight(self) -> int:
         """Deliveries being handled now."""
         return len(self._tasks)
+
+    @property
+    def active(self) -> bool:
+        """True while this service is the queue's owner (it answers); False as a standby."""
+        return self._active
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -251,6 +287,10 @@ class SchedulerService:
                 durable=True,
                 arguments=queue_arguments(self.queue, self.delivery_limit),
             )
+            # a lost channel or connection ends the term: the broker may give
+            # the queue to another consumer before this one is back
+            channel.close_callbacks.add(self._on_lost)
+            self._connection.close_callbacks.add(self._on_lost)
             self._consumer_tag = await self._queue.consume(self._on_message)
         except BaseException:
             await self._connection.close()
@@ -261,6 +301,7 @@ class SchedulerService:
         """Stop consuming, answer and ack what is in flight, then close."""
         if self._connection is None:
             return
+        self._stopping = True
         if self._queue is not None and self._consumer_tag is not None:
             try:
                 await self._queue.cancel(self._consumer_tag, timeout=5)
@@ -270,6 +311,8 @@ class SchedulerService:
         await self._drain()
         await self._connection.close()
         self._connection = None
+        if self._step_downs:
+            await asyncio.gather(*self._step_downs, return_exceptions=True)
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + self._drain_timeout
@@ -298,6 +341,89 @@ class SchedulerService:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    # -- terms: activate on the first delivery, step down on a lost channel ------
+
+    async def _begin_term(self) -> bool:
+        """Make this service the owner before it answers; False when it cannot be."""
+        async with self._term_lock:
+            if self._active or self.failure is not None:
+                return self._active
+            started = time.perf_counter()
+            deadline = time.monotonic() + self._activation_timeout
+            delay = 0.1
+            while True:
+                try:
+                    if self.scheduler.role == "active":  # started active by its owner
+                        self.epoch = self.epoch or 1
+                    else:
+                        self.epoch = await self.scheduler.activate()
+                    break
+                except JournalUnavailable as exc:
+                    if time.monotonic() + delay > deadline:
+                        self._fail_stop(exc)
+                        return False
+                    log.warning("cannot take over yet (%s); retrying in %.1fs", exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                except JournalError as exc:
+                    self._fail_stop(exc)
+                    return False
+            self._active = True
+            self.terms += 1
+            journal = self.scheduler.journal
+            log.info(
+                "active: this service owns %r (journal epoch %d, record %d, %d hosts, "
+                "%d claims; took over in %.1f ms)",
+                self.queue,
+                self.epoch,
+                journal.last_seq if journal is not None else 0,
+                self.scheduler.host_count,
+                self.scheduler.claim_count,
+                (time.perf_counter() - started) * 1000,
+            )
+            return True
+
+    def _on_lost(self, *_args: object) -> None:
+        if self._stopping or not self._active:
+            return
+        self._active = False  # no delivery is answered in this term from now on
+        task = asyncio.get_running_loop().create_task(self._step_down())
+        self._step_downs.add(task)
+        task.add_done_callback(self._step_downs.discard)
+
+    async def _step_down(self) -> None:
+        log.warning(
+            "lost the broker channel: stepping down to standby (another consumer may own "
+            "%r now); %d deliveries in flight go back to the queue",
+            self.queue,
+            self.in_flight,
+        )
+        async with self._term_lock:
+            try:
+                await self.scheduler.step_down()
+            except JournalError as exc:
+                self._fail_stop(exc)
+
+    def _fail_stop(self, exc: JournalError) -> None:
+        """Stop consuming at once: the journal cannot make answers durable any more."""
+        if self.failure is not None:
+            return
+        self.failure = exc
+        self._active = False
+        log.error("stopping: %s", " ".join(str(exc).split()))
+        queue, tag = self._queue, self._consumer_tag
+        self._consumer_tag = None
+        if queue is not None and tag is not None:
+
+            async def cancel() -> None:
+                with contextlib.suppress(*_CHANNEL_ERRORS):
+                    await queue.cancel(tag, timeout=5)
+
+            task = asyncio.get_running_loop().create_task(cancel())
+            self._step_downs.add(task)
+            task.add_done_callback(self._step_downs.discard)
+        self.failed.set()
 
     # -- one delivery --------------------------------------------------------
 
@@ -345,6 +471,8 @@ class SchedulerService:
                 observe(elapsed)
 
     async def _process(self, message: AbstractIncomingMessage, items: list[tuple[str, str]]) -> str:
+        if not self._active and not await self._begin_term():
+            return await self._give_back(message)
         try:
             op, request = decode_request(
                 message.type,
@@ -362,6 +490,9 @@ class SchedulerService:
             outcome = "ok"
         except SchedulerStopped:
             # this process is going away; another (or the next) one will answer it
+            return await self._give_back(message)
+        except JournalError as exc:
+            self._fail_stop(exc)  # never answered: the change is not durable
             return await self._give_back(message)
         except SchedulerError as exc:
             body, outcome = encode_error(exc), type(exc).__name__
@@ -406,7 +537,11 @@ class SchedulerService:
         answers = await asyncio.gather(*waits, return_exceptions=True)
         failed: BaseException | None = None
         for (slot, op), answer in zip(started, answers, strict=True):
-            if isinstance(answer, SchedulerError) and not isinstance(answer, SchedulerStopped):
+            if isinstance(answer, JournalError):
+                self._fail_stop(answer)
+            if isinstance(answer, SchedulerError) and not isinstance(
+                answer, SchedulerStopped | JournalError
+            ):
                 replies[slot], outcomes[slot] = encode_error(answer), type(answer).__name__
                 continue
             if isinstance(answer, BaseException):
@@ -418,7 +553,7 @@ class SchedulerService:
                 failed = failed or exc
         if failed is not None:
             items.extend((label, "requeued") for label in labels)
-            if not isinstance(failed, SchedulerStopped):
+            if not isinstance(failed, SchedulerStopped | JournalError):
                 if not isinstance(failed, Exception):
                     raise failed  # cancelled: the broker delivers it again
                 log.error(
@@ -581,14 +716,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     journal.add_argument(
         "--journal",
         default="actorsched-journal.sqlite",
-        metavar="PATH",
-        help="SQLite journal that keeps acknowledged claims across restarts "
+        metavar="PATH|URL",
+        help="where acknowledged claims survive restarts: the path of an SQLite file (one "
+        "serve per file), or a postgresql:// URL shared by an active/standby pair "
         "(default %(default)s in the current directory)",
     )
     journal.add_argument(
         "--no-journal",
         action="store_true",
-        help="keep state in memory only: a restart forgets every claim",
+        help="keep state in memory only: a restart forgets every claim, and a standby "
+        "would take over with nothing (no fail-over)",
+    )
+    parser.add_argument(
+        "--shard",
+        default=DEFAULT_SHARD,
+        help="the name of this scheduler's state and epoch in a postgresql:// journal; "
+        "independent schedulers share one database under different shards (default "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--follow-interval",
+        type=float,
+        default=DEFAULT_FOLLOW_INTERVAL,
+        help="seconds between a standby's reads of the journal (default %(default)s)",
     )
     parser.add_argument(
         "--log-level",
@@ -601,64 +751,85 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _build_scheduler(args: argparse.Namespace) -> Scheduler:
     # acks follow answers, and with a journal the owner answers only once a batch is durable
-    journal = None if args.no_journal else args.journal
-    return Scheduler(SchedulerConfig(mailbox_size=args.mailbox_size), journal=journal)
+    journal = None if args.no_journal else open_journal(args.journal, shard=args.shard)
+    return Scheduler(
+        SchedulerConfig(mailbox_size=args.mailbox_size),
+        journal=journal,
+        follow_interval=args.follow_interval,
+    )
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
-    """Run the service until SIGTERM or SIGINT (or until ``stop`` is set)."""
+    """Run the service until SIGTERM or SIGINT (or until ``stop`` is set).
+
+    It starts as a standby (following the journal) and becomes the owner on
+    its first delivery. Returns 0 after a clean stop, 1 after a fail-stop
+    (a journal error, or another owner took the shard over).
+    """
     stop = stop if stop is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    scheduler = _build_scheduler(args)
+    code = 0
     try:
-        async with _build_scheduler(args) as scheduler:
-            metrics = ServiceMetrics(scheduler)
-            endpoint: MetricsServer | None = None
-            service = SchedulerService(
-                scheduler,
-                args.amqp_url,
-                queue=args.queue,
-                prefetch=args.prefetch,
-                max_body_bytes=args.max_body_bytes,
-                delivery_limit=args.delivery_limit,
-                metrics=metrics,
-                drain_timeout=args.drain_timeout,
+        await scheduler.follow()
+        metrics = ServiceMetrics(scheduler)
+        endpoint: MetricsServer | None = None
+        service = SchedulerService(
+            scheduler,
+            args.amqp_url,
+            queue=args.queue,
+            prefetch=args.prefetch,
+            max_body_bytes=args.max_body_bytes,
+            delivery_limit=args.delivery_limit,
+            metrics=metrics,
+            drain_timeout=args.drain_timeout,
+        )
+        try:
+            if args.metrics_port is not None:
+                endpoint = MetricsServer(metrics, host=args.metrics_host, port=args.metrics_port)
+                await endpoint.start()
+            await service.start()
+            journal = scheduler.journal
+            log.info(
+                "actorsched serve ready as standby: consuming %r on %s (single active "
+                "consumer: it owns the state from its first delivery; prefetch %d, dead "
+                "letters to %r, journal %s, metrics %s)",
+                service.queue,
+                _redact(service.url),
+                service.prefetch,
+                dead_letter_names(service.queue)[1],
+                "off" if journal is None else journal.name,
+                f"on :{endpoint.port}/metrics" if endpoint else "off",
             )
-            try:
-                if args.metrics_port is not None:
-                    endpoint = MetricsServer(
-                        metrics, host=args.metrics_host, port=args.metrics_port
-                    )
-                    await endpoint.start()
-                await service.start()
-                log.info(
-                    "actorsched serve ready: consuming %r on %s (prefetch %d, dead letters to "
-                    "%r, journal %s, metrics %s)",
-                    service.queue,
-                    _redact(service.url),
-                    service.prefetch,
-                    dead_letter_names(service.queue)[1],
-                    "off" if args.no_journal else repr(args.journal),
-                    f"on :{endpoint.port}/metrics" if endpoint else "off",
-                )
-                await stop.wait()
+            stopped = asyncio.ensure_future(stop.wait())
+            failed = asyncio.ensure_future(service.failed.wait())
+            await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            failed.cancel()
+            if service.failure is not None:
+                code = 1
+            else:
                 log.info("stopping: no new deliveries; finishing %d in flight", service.in_flight)
-                await service.stop()
-                log.info(
-                    "stopped: %d accepted, %d answered, %d returned to the queue",
-                    service.accepted,
-                    service.answered,
-                    service.returned,
-                )
-            finally:
-                await service.stop()
-                if endpoint is not None:
-                    await endpoint.close()
+            await service.stop()
+            log.info(
+                "stopped: %d accepted, %d answered, %d returned to the queue",
+                service.accepted,
+                service.answered,
+                service.returned,
+            )
+        finally:
+            await service.stop()
+            if endpoint is not None:
+                await endpoint.close()
     finally:
+        await scheduler.stop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-    return 0
+    if code:
+        log.error("actorsched serve exits with status %d (fail-stop, see above)", code)
+    return code
 
 
 def main(args: argparse.Namespace) -> int:
