@@ -8,7 +8,6 @@ them afterwards.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -20,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "amqp"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "journal"))
 
-from amqp_support import AMQP_URL, delete_topology  # noqa: E402
-from journal_backends import PG_URL, pg_execute  # noqa: E402
+from amqp_support import AMQP_URL, delete_topology
+from journal_backends import PG_URL, pg_execute
 
-from actorsched import HostReport, RequestSpec  # noqa: E402
-from actorsched.amqp import SchedulerClient  # noqa: E402
-from benchmarks.cluster import Audit, ServeProcess, Tally, audit, recovered_core  # noqa: E402
+from actorsched import HostReport, RequestSpec
+from actorsched.amqp import SchedulerClient
+from benchmarks.cluster import Audit, ServeProcess, Tally, audit, recovered_core
 
 HOSTS = 20
 HOST_RAM = 8192
@@ -118,16 +117,3 @@ async def ha_cluster(names: Sequence[str] = ("a", "b")) -> AsyncIterator[Cluster
         await delete_topology(AMQP_URL, queue)
         for table in ("actorsched_records", "actorsched_snapshots", "actorsched_shards"):
             pg_execute(f"DELETE FROM {table} WHERE shard = %s", (shard,))
-
-
-__all__ = [
-    "CLAIM_RAM",
-    "HOSTS",
-    "PG_URL",
-    "SLOTS",
-    "Cluster",
-    "ha_cluster",
-    "host",
-    "os",
-    "spec",
-]
