@@ -149,7 +149,30 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             else "",
         )
     )
+    failover = results.get("failover")
+    beyond = failover["beyond_broker_p99_s"] if failover else None
+    rows.append(
+        _target(
+            "fail-over beyond the broker, p99",
+            "<= 1 s",
+            beyond,
+            beyond <= 1.0 if beyond is not None else None,
+            _failover_detail(failover) if failover else "",
+        )
+    )
     return rows
+
+
+def _failover_detail(failover: dict[str, Any]) -> str:
+    ours = failover["actorsched"]["failover"]
+    broker = failover["broker"]["failover"]
+    return (
+        f"kill -9 to the standby's answer at {failover['hosts']:,} hosts and "
+        f"{failover['claims']:,} claims, {failover['actorsched']['rounds']} rounds: "
+        f"p50 {ours['p50_s'] * 1000:.0f} ms, p99 {ours['p99_s'] * 1000:.0f} ms; the broker's "
+        f"own (plain consumers) p50 {broker['p50_s'] * 1000:.0f} ms, "
+        f"p99 {broker['p99_s'] * 1000:.0f} ms"
+    )
 
 
 def _amqp_detail(amqp: dict[str, Any]) -> str:
@@ -246,7 +269,7 @@ def format_summary(results: dict[str, Any]) -> str:
             f"memory, {memory['hosts']:,.0f} hosts: +{memory['rss_delta_mib']:.1f} MiB "
             f"(process {memory['rss_before_mib']:.0f} -> {memory['rss_after_mib']:.0f} MiB)"
         )
-    for key in ("journal", "amqp"):
+    for key in ("journal", "amqp", "failover"):
         part = results.get(key)
         if part:
             shown = ", ".join(f"{k} {_shown(v)}" for k, v in part.items())

@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -43,9 +44,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler
+from actorsched.amqp.service import DEFAULT_URL as DEFAULT_AMQP_URL
 from actorsched.core import SchedulerCore
 
 from . import integrations
+from .failover import failover
 from .measure import (
     RunStats,
     count_over_capacity,
@@ -63,6 +66,7 @@ __all__ = ["add_arguments", "main"]
 _ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = _ROOT / "benchmarks" / "results" / "latest.json"
 DOCS_DIR = _ROOT / "docs" / "bench"
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 _T = TypeVar("_T")
 
 
@@ -114,6 +118,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-baselines", action="store_true", help="skip the baselines")
     parser.add_argument("--no-amqp", action="store_true", help="skip the AMQP end-to-end run")
     parser.add_argument("--no-journal", action="store_true", help="skip journal on/off")
+    parser.add_argument(
+        "--no-failover",
+        action="store_true",
+        help="skip the fail-over of an active/standby pair (needs PostgreSQL)",
+    )
+    parser.add_argument(
+        "--journal-url",
+        default=os.environ.get("ACTORSCHED_BENCH_PG_URL", DEFAULT_PG_URL),
+        help="PostgreSQL for the fail-over run (default $ACTORSCHED_BENCH_PG_URL or %(default)s)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the RSS probe")
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     parser.add_argument(
@@ -137,6 +151,9 @@ class Plan:
     journal_requests: int
     amqp_hosts: int
     profile_hosts: int
+    failover_hosts: int
+    failover_claims: int
+    failover_rounds: int
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -158,6 +175,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
         journal_requests=200 if quick else 10_000,
         amqp_hosts=300 if quick else 1_000,
         profile_hosts=300 if quick else 10_000,
+        failover_hosts=200 if quick else 10_000,
+        failover_claims=1_000 if quick else 100_000,
+        failover_rounds=2 if quick else 10,
     )
 
 
@@ -378,6 +398,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_memory else 1
     n += 0 if args.no_journal else 1
     n += 0 if args.no_amqp else 1
+    n += 0 if args.no_failover else 1
     n += 1 if args.profile else 0
     return n
 
@@ -505,6 +526,24 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     64,
                     max(plan.seconds, 0.5 if args.quick else 3.0),
                     notes,
+                ),
+            )
+            progress.advance()
+
+        if not args.no_failover:
+            progress.step(
+                f"fail-over of a pair: {plan.failover_hosts:,} hosts, "
+                f"{plan.failover_claims:,} claims, {plan.failover_rounds} x kill -9"
+            )
+            results["failover"] = await _optional(
+                "fail-over",
+                notes,
+                failover(
+                    os.environ.get("ACTORSCHED_AMQP_URL", DEFAULT_AMQP_URL),
+                    args.journal_url,
+                    hosts=plan.failover_hosts,
+                    claims=plan.failover_claims,
+                    rounds=plan.failover_rounds,
                 ),
             )
             progress.advance()

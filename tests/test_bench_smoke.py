@@ -88,7 +88,7 @@ def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
 def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
-    assert len(targets) == 8
+    assert len(targets) == 9  # the eight of the core and journal issues, and the fail-over
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
@@ -152,3 +152,12 @@ def test_plots_and_profile_are_written(results: dict[str, object]) -> None:
     profile = results["profile"]
     assert isinstance(profile, dict)
     assert Path(profile["path"]).read_text().startswith("pyinstrument")
+
+
+def test_the_failover_run_killed_the_active_each_round(results: dict[str, object]) -> None:
+    failover = results["failover"]
+    assert isinstance(failover, dict)
+    assert failover["actorsched"]["rounds"] == 2
+    assert failover["broker"]["rounds"] == 2
+    ours = failover["actorsched"]["failover"]
+    assert 0 < ours["p50_s"] <= ours["p99_s"]
