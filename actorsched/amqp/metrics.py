@@ -38,6 +38,7 @@ class ServiceMetrics:
 
     def __init__(self, scheduler: Scheduler, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.scheduler = scheduler
         self.requests = Counter(
             "actorsched_requests",
             "AMQP requests handled, by operation and outcome",
@@ -79,6 +80,11 @@ class ServiceMetrics:
         Gauge(
             "actorsched_claims", "Live claims (assumed or confirmed)", registry=self.registry
         ).set_function(lambda: scheduler.claim_count)
+        Gauge(
+            "actorsched_active",
+            "1 while this process owns the state and answers, 0 as a standby",
+            registry=self.registry,
+        ).set_function(lambda: 1 if scheduler.role == "active" else 0)
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
@@ -87,6 +93,10 @@ class ServiceMetrics:
 
 class MetricsServer:
     """Serves ``GET /metrics`` on ``host:port`` from the running event loop.
+
+    Also ``GET /readyz``: 200 while the scheduler is the active owner, 503 as
+    a standby (so a load balancer or probe sees which one answers), and
+    ``GET /healthz``: 200 while the process serves at all.
 
     ``port=0`` picks a free port; read it back from :attr:`port`.
     """
@@ -118,17 +128,24 @@ class MetricsServer:
                 head = await reader.readuntil(b"\r\n\r\n")
             parts = head.split(b"\r\n", 1)[0].split()
             path = parts[1].split(b"?", 1)[0] if len(parts) >= 2 else b""
-            if len(parts) >= 2 and parts[0] in (b"GET", b"HEAD") and path in (b"/metrics", b"/"):
+            method_ok = len(parts) >= 2 and parts[0] in (b"GET", b"HEAD")
+            if method_ok and path in (b"/metrics", b"/"):
                 body = self._metrics.render()
                 status, ctype = b"200 OK", CONTENT_TYPE_LATEST.encode()
-                if parts[0] == b"HEAD":
-                    body = b""
+            elif method_ok and path == b"/readyz":
+                role = self._metrics.scheduler.role
+                status = b"200 OK" if role == "active" else b"503 Service Unavailable"
+                body, ctype = f"{role}\n".encode(), b"text/plain"
+            elif method_ok and path == b"/healthz":
+                body, status, ctype = b"ok\n", b"200 OK", b"text/plain"
             else:
                 body, status, ctype = (
-                    b"only GET /metrics is served\n",
+                    b"only GET /metrics, /readyz and /healthz are served\n",
                     b"404 Not Found",
                     b"text/plain",
                 )
+            if parts and parts[0] == b"HEAD":
+                body = b""
             writer.write(
                 b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype
                 + b"\r\nContent-Length: " + str(len(body)).encode()

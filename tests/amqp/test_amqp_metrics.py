@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from amqp_support import Stack, host_report, running_stack
 
-from actorsched import NoValidHost, RequestSpec
-from actorsched.amqp import MetricsServer
+from actorsched import NoValidHost, RequestSpec, Scheduler
+from actorsched.amqp import MetricsServer, ServiceMetrics
 
 pytestmark = pytest.mark.amqp
 
@@ -67,3 +67,25 @@ async def test_metrics_count_requests_by_op_and_outcome_and_show_scheduler_gauge
     assert "actorsched_hosts 1.0" in lines
     assert "actorsched_claims 1.0" in lines
     assert "actorsched_mailbox_depth 0.0" in lines
+
+
+async def test_readyz_says_503_as_a_standby_and_200_once_active() -> None:
+    scheduler = Scheduler()
+    await scheduler.follow()  # a standby (no journal: it follows nothing)
+    endpoint = MetricsServer(ServiceMetrics(scheduler), host="127.0.0.1", port=0)
+    await endpoint.start()
+    try:
+        assert await _scrape(endpoint.port, "/readyz") == (
+            "HTTP/1.1 503 Service Unavailable",
+            "standby\n",
+        )
+        assert await _scrape(endpoint.port, "/healthz") == ("HTTP/1.1 200 OK", "ok\n")
+        _, metrics = await _scrape(endpoint.port)
+        assert "actorsched_active 0.0" in metrics
+        await scheduler.activate()
+        assert await _scrape(endpoint.port, "/readyz") == ("HTTP/1.1 200 OK", "active\n")
+        _, metrics = await _scrape(endpoint.port)
+        assert "actorsched_active 1.0" in metrics
+    finally:
+        await endpoint.close()
+        await scheduler.stop()
