@@ -108,6 +108,7 @@ class Scheduler:
         if sink is not None and journal is not None:
             raise InvalidRequest("pass sink= or journal=, not both: the journal is the sink")
         self.config = config or SchedulerConfig()
+        self._plugins = (tuple(filters), tuple(weighers))
         self._core = SchedulerCore(self.config, filters=filters, weighers=weighers)
         self._clock = clock
         self._sink = sink
@@ -186,14 +187,17 @@ class Scheduler:
         return journal
 
     async def _follow(self) -> None:
-        from .journal import JournalUnavailable
+        from .journal import JournalGap, JournalUnavailable
 
         journal = self._journal
         assert journal is not None
         warned = False
         while True:
             try:
-                await asyncio.to_thread(journal.catch_up, self._core)
+                try:
+                    await asyncio.to_thread(journal.catch_up, self._core)
+                except JournalGap as gap:
+                    await self._rebuild(gap)
                 warned = False
             except JournalUnavailable as exc:
                 if not warned:  # the database is away: keep trying, say so once
@@ -204,6 +208,24 @@ class Scheduler:
                 log.error("standby stopped following the journal: %s", exc)
                 return
             await asyncio.sleep(self._follow_interval)
+
+    async def _rebuild(self, gap: BaseException) -> None:
+        """Start the state over from the journal's snapshot (no owner runs: a standby)."""
+        from .journal import JournalGap
+
+        journal = self._journal
+        assert journal is not None
+        log.warning("standby rebuilds its state from the journal's snapshot: %s", gap)
+        for attempt in range(3):  # a newer snapshot may drop records between two reads
+            core = SchedulerCore(self.config, filters=self._plugins[0], weighers=self._plugins[1])
+            try:
+                await asyncio.to_thread(journal.reload, core)
+            except JournalGap:
+                if attempt == 2:
+                    raise
+                continue
+            self._core = core
+            return
 
     async def _stop_following(self) -> None:
         if self._follower is not None:
@@ -229,8 +251,13 @@ class Scheduler:
         epoch = 1
         journal = self._journal
         if journal is not None:
+            from .journal import JournalGap
+
             epoch = await asyncio.to_thread(journal.acquire)
-            await asyncio.to_thread(journal.catch_up, self._core)
+            try:
+                await asyncio.to_thread(journal.catch_up, self._core)
+            except JournalGap as gap:  # nobody writes after acquire: one rebuild settles it
+                await self._rebuild(gap)
         self._owner = Owner(
             self._core,
             mailbox_size=self.config.mailbox_size,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from .base import Journal, JournalStats, Recovery
-from .errors import JournalError, JournalFenced, JournalLocked, JournalUnavailable
+from .errors import JournalError, JournalFenced, JournalGap, JournalLocked, JournalUnavailable
 from .postgres import DEFAULT_SHARD, PostgresJournal, is_postgres_url
 from .sqlite import SqliteJournal
 
@@ -22,6 +22,7 @@ __all__ = [
     "Journal",
     "JournalError",
     "JournalFenced",
+    "JournalGap",
     "JournalLocked",
     "JournalStats",
     "JournalUnavailable",

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from ..actor import Envelope
 from ..core import SchedulerCore
 from ..core.snapshot import CoreImage, capture
-from .errors import JournalError
+from .errors import JournalError, JournalGap
 from .records import Record, apply, count_changes, records_of
 from .snapshot import encode, restore
 
@@ -236,7 +236,7 @@ class Journal(ABC):
             rows = self._load_records(self._next_seq - 1, _FETCH)
             for seq, kind, now, body, crc in rows:
                 if seq != self._next_seq:
-                    raise JournalError(
+                    raise JournalGap(
                         f"journal {self.name} has record {seq} where record {self._next_seq} "
                         "was expected: the records this state needs were dropped by a newer "
                         "snapshot (a standby fell too far behind) or the journal is damaged; "
@@ -281,6 +281,23 @@ class Journal(ABC):
         self._since_snapshot += applied
         self.stats.followed += applied
         return applied
+
+    def reload(self, core: SchedulerCore) -> int:
+        """Rebuild ``core`` (empty) from the snapshot and the records after it; how many records.
+
+        For a standby whose state fell more than a snapshot behind (a
+        :class:`JournalGap` from :meth:`catch_up`): it follows ``core`` from
+        then on. Only while no owner runs. Blocking.
+        """
+        if core.table.count or len(core.ledger):
+            raise JournalError("a journal reloads into an empty core; this one holds state")
+        self._check_usable()
+        snapshot_seq = self._restore_snapshot(core)
+        self._next_seq = snapshot_seq + 1
+        replayed = self._replay(core)
+        self._core = core
+        self._since_snapshot = replayed
+        return replayed
 
     def _check_usable(self) -> None:
         if self._failed is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import SchedulerError
 
-__all__ = ["JournalError", "JournalFenced", "JournalLocked", "JournalUnavailable"]
+__all__ = ["JournalError", "JournalFenced", "JournalGap", "JournalLocked", "JournalUnavailable"]
 
 
 class JournalError(SchedulerError):
@@ -32,3 +32,11 @@ class JournalFenced(JournalError):
 
 class JournalUnavailable(JournalError):
     """The journal's database cannot be reached right now (a standby retries)."""
+
+
+class JournalGap(JournalError):
+    """A record this state needs is gone (a later snapshot dropped it): rebuild, or restart.
+
+    A standby that fell more than a snapshot behind gets it; it then
+    rebuilds its state from the snapshot (see ``Journal.reload``).
+    """

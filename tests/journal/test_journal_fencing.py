@@ -17,8 +17,8 @@ from actorsched import RequestSpec, Scheduler, SchedulerConfig
 from actorsched.core import SchedulerCore
 from actorsched.errors import NotActive
 from actorsched.journal import (
-    JournalError,
     JournalFenced,
+    JournalGap,
     JournalLocked,
     PostgresJournal,
     SqliteJournal,
@@ -177,7 +177,9 @@ async def test_a_standby_follows_then_takes_over_with_the_same_state(shard: str)
         await standby.stop()
 
 
-async def test_a_standby_that_missed_dropped_records_refuses_to_take_over(shard: str) -> None:
+async def test_a_standby_that_missed_dropped_records_rebuilds_from_the_snapshot(
+    shard: str,
+) -> None:
     active = Scheduler(CONFIG, journal=_pg(shard, snapshot_every=3))
     standby = Scheduler(CONFIG, journal=_pg(shard), follow_interval=3600)
     await active.start()
@@ -187,8 +189,31 @@ async def test_a_standby_that_missed_dropped_records_refuses_to_take_over(shard:
         for i in range(20):  # snapshots every 3 records drop what the standby has not read
             await active.select_destinations(_spec(f"vm-{i}"))
         await active.step_down()  # the active stops answering; its writes are all durable
-        with pytest.raises(JournalError, match="was expected"):
-            await standby.activate()
+        behind = standby.core
+        with pytest.raises(JournalGap):
+            standby.journal.catch_up(behind)  # type: ignore[union-attr]
+        await standby.activate()
+        assert standby.core is not behind, "a new state, rebuilt from the snapshot"
+        assert standby.core.digest() == active.core.digest()
+        assert standby.claim_count == 20
+    finally:
+        await active.stop()
+        await standby.stop()
+
+
+async def test_a_standby_falling_behind_while_following_keeps_up_by_rebuilding(
+    shard: str,
+) -> None:
+    active = Scheduler(CONFIG, journal=_pg(shard, snapshot_every=3))
+    standby = Scheduler(CONFIG, journal=_pg(shard), follow_interval=0.5)
+    await active.start()
+    await standby.follow()
+    try:
+        await active.update_host(report("h1", 1, vcpus=64))
+        for i in range(30):  # far more than a snapshot's worth between two reads
+            await active.select_destinations(_spec(f"vm-{i}"))
+        await _wait_for(functools.partial(_has_claims, standby, 30))
+        assert standby.core.digest() == active.core.digest()
     finally:
         await active.stop()
         await standby.stop()
