@@ -170,6 +170,10 @@ class Journal(ABC):
         """Become the one writer; the epoch of this term (a lock held since open: 1)."""
         return 1
 
+    def _writer_here(self) -> bool:
+        """True when this process may write (a standby that never took over may not)."""
+        return True
+
     def _describe_failure(self, exc: BaseException) -> JournalError:
         """The error that stops the journal after ``exc`` failed a write."""
         return JournalError(
@@ -426,6 +430,9 @@ class Journal(ABC):
             self._write_snapshot(
                 StoredSnapshot(seq, body, hashlib.sha256(body.encode()).hexdigest())
             )
+        except JournalError as exc:  # this process may no longer write it: one line
+            log.warning("no snapshot of journal %s at record %d: %s", self.name, seq, exc)
+            return
         except Exception:
             log.exception(
                 "could not write a snapshot of journal %s at record %d; nothing is lost "
@@ -457,7 +464,12 @@ class Journal(ABC):
         self._closed = True
         try:
             if self._thread is not None:
-                if self._failed is None and self._since_snapshot and self._core is not None:
+                if (
+                    self._failed is None
+                    and self._since_snapshot
+                    and self._core is not None
+                    and self._writer_here()
+                ):
                     assert self._loop is not None
                     final: asyncio.Future[None] = self._loop.create_future()
                     self._inflight += 1

@@ -277,6 +277,9 @@ class PostgresJournal(Journal):
         )
         return self.epoch
 
+    def _writer_here(self) -> bool:
+        return self.epoch is not None
+
     def _fenced(self, epoch: int, owner: str) -> JournalFenced:
         holder = owner or "no owner recorded"
         return JournalFenced(

@@ -251,3 +251,22 @@ async def test_sqlite_scheduler_steps_down_and_back(tmp_path: Path) -> None:
         await s.select_destinations(_spec("vm-1"))
     finally:
         await s.stop()
+
+
+async def test_a_standby_that_never_took_over_writes_no_snapshot_on_stop(
+    shard: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Scheduler(CONFIG, journal=_pg(shard)) as active:
+        await active.update_host(report("h1", 1, vcpus=64))
+        standby = Scheduler(CONFIG, journal=_pg(shard), follow_interval=0.02)
+        await standby.follow()
+        await active.select_destinations(_spec("vm-1"))
+        await _wait_for(functools.partial(_has_claims, standby, 1))
+        await standby.stop()  # it followed two records, but they are not its to snapshot
+        snapshots = pg_execute(
+            "SELECT count(*) FROM actorsched_snapshots WHERE shard = %s", (shard,)
+        )
+        assert snapshots == [(0,)]
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    snapshots = pg_execute("SELECT seq FROM actorsched_snapshots WHERE shard = %s", (shard,))
+    assert snapshots == [(2,)], "the owner's closing snapshot"
