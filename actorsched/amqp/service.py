@@ -151,6 +151,15 @@ def queue_arguments(queue: str, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) ->
     }
 
 
+def _channel_open(message: AbstractIncomingMessage) -> bool:
+    """True while the channel ``message`` came on is open (its ack could still be sent)."""
+    try:
+        message.channel  # noqa: B018 (the property raises once that channel is closed)
+    except aiormq.exceptions.ChannelInvalidStateError:
+        return False
+    return True
+
+
 def _redact(url: str) -> str:
     parsed = URL(url)
     return str(parsed.with_password("***")) if parsed.password else url
@@ -344,11 +353,19 @@ class SchedulerService:
 
     # -- terms: activate on the first delivery, step down on a lost channel ------
 
-    async def _begin_term(self) -> bool:
-        """Make this service the owner before it answers; False when it cannot be."""
+    async def _begin_term(self, message: AbstractIncomingMessage) -> bool:
+        """Make this service the owner before it answers ``message``; False when it cannot be.
+
+        Only a delivery of a live channel may begin a term: one read just
+        before the channel was lost says nothing about who owns the queue now
+        (the broker may have given it to another consumer), and taking the
+        journal over for it would fence that owner.
+        """
         async with self._term_lock:
             if self._active or self.failure is not None:
                 return self._active
+            if not _channel_open(message):
+                return False
             started = time.perf_counter()
             deadline = time.monotonic() + self._activation_timeout
             delay = 0.1
@@ -471,7 +488,7 @@ class SchedulerService:
                 observe(elapsed)
 
     async def _process(self, message: AbstractIncomingMessage, items: list[tuple[str, str]]) -> str:
-        if not self._active and not await self._begin_term():
+        if not self._active and not await self._begin_term(message):
             return await self._give_back(message)
         try:
             op, request = decode_request(
