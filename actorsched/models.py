@@ -25,7 +25,19 @@ __all__ = [
 _MAX_SIZE = 2**40
 _MAX_LIST = 10_000
 
-Name = Annotated[str, Field(min_length=1, max_length=255)]
+
+def _printable(value: str) -> str:
+    # a newline forges log lines, NUL and bidi overrides (U+202E) hide what a name is
+    if not value.isprintable():
+        at, bad = next((i, c) for i, c in enumerate(value) if not c.isprintable())
+        raise ValueError(
+            f"must not contain control or format characters: U+{ord(bad):04X} at "
+            f"position {at}; names are printable text"
+        )
+    return value
+
+
+Name = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_printable)]
 Size = Annotated[int, Field(ge=0, le=_MAX_SIZE)]
 Count = Annotated[int, Field(ge=0, le=2**31)]
 

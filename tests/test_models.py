@@ -362,3 +362,27 @@ def test_host_report_lists_each_instance_once() -> None:
             local_gb_used=0,
             instances=["vm-1", "vm-2", "vm-1"],
         )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["h1\nINFO forged line", "h1\x00", "h1\u202egnp.exe", "h1\u200b", "h1\x1b[31m", "h1\r"],
+)
+@pytest.mark.parametrize("field", ["host", "availability_zone", "traits"])
+def test_names_with_control_or_format_characters_are_refused(field: str, bad: str) -> None:
+    fields: dict[str, Any] = {field: [bad] if field == "traits" else bad}
+    with pytest.raises(ValidationError, match=r"control or format characters: U\+"):
+        make_report(**fields)
+
+
+@pytest.mark.parametrize("bad", ["vm\n1", "vm\x001", "vm\u202e1"])
+def test_instance_uuids_and_groups_with_control_characters_are_refused(bad: str) -> None:
+    with pytest.raises(ValidationError, match="control or format characters"):
+        make_spec(bad)
+    with pytest.raises(ValidationError, match="control or format characters"):
+        ServerGroup(id=bad, policy="affinity")
+
+
+def test_printable_names_in_any_script_pass() -> None:
+    report = make_report("compute-ü-東京 1", availability_zone="zone a", traits=["CUSTOM_É"])
+    assert report.host == "compute-ü-東京 1"

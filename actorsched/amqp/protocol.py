@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, Valid
 from pydantic.json_schema import models_json_schema
 
 from ..errors import NoValidHost, SchedulerError, error_from_wire
-from ..models import HostReport, HostState, RequestSpec, Selection
+from ..models import HostReport, HostState, Name, RequestSpec, Selection
 
 __all__ = [
     "BATCH",
@@ -77,7 +77,15 @@ MAX_BATCH_ITEMS = 1_000
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "docs" / "schema.json"
 
 # Values of the ``x-actorsched-reason`` header on a dead-lettered message.
-REASONS = ("too-large", "unknown-type", "content-type", "not-json", "duplicate-keys", "schema")
+REASONS = (
+    "too-large",
+    "unknown-type",
+    "content-type",
+    "not-utf8",
+    "not-json",
+    "duplicate-keys",
+    "schema",
+)
 
 _R = TypeVar("_R")
 
@@ -89,13 +97,13 @@ class _Body(BaseModel):
 class ReleaseRequest(_Body):
     """Body of ``release``: free the claim of one instance."""
 
-    instance_uuid: str = Field(min_length=1, max_length=255)
+    instance_uuid: Name
 
 
 class RemoveHostRequest(_Body):
     """Body of ``remove_host``: forget a host and its claims."""
 
-    host: str = Field(min_length=1, max_length=255)
+    host: Name
 
 
 class HostStatesRequest(_Body):
@@ -317,7 +325,14 @@ def decode_request(
             f"content_type {content_type!r} is not supported; send {CONTENT_TYPE!r} bodies",
         )
     try:
-        data = json.loads(body, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+        # json.loads would take UTF-16 and UTF-32 bytes too; the protocol is UTF-8
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadMessage(
+            "not-utf8", f"body is not UTF-8 ({exc.reason} at byte {exc.start}); send UTF-8 JSON"
+        ) from None
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     except _DuplicateKey as exc:
         raise BadMessage(
             "duplicate-keys",

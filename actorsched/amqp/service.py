@@ -121,6 +121,8 @@ DEFAULT_PREFETCH = 256
 # that crashes its consumer would then come back forever.
 DEFAULT_DELIVERY_LIMIT = 5
 REASON_HEADER = "x-actorsched-reason"
+# refused items of one batch named in its one log line; the rest are counted
+_LOGGED_REFUSALS = 3
 ERROR_HEADER = "x-actorsched-error"
 
 # What a lost channel or connection raises while we publish, ack or nack.
@@ -530,17 +532,12 @@ class SchedulerService:
         replies: list[bytes] = []
         started: list[tuple[int, Operation]] = []
         waits: list[Awaitable[object]] = []
+        refused: list[str] = []
         for index, item in enumerate(batch.requests):
             try:
                 op, request = decode_batch_item(item)
             except BadMessage as bad:
-                log.warning(
-                    "refusing item %d (%r) of a batch (correlation_id %s): %s",
-                    index,
-                    item.type,
-                    message.correlation_id,
-                    bad,
-                )
+                refused.append(f"item {index} ({item.type!r}): {bad}")
                 known = item.type in OPERATIONS and item.type != BATCH
                 labels.append(item.type if known else "unknown")
                 outcomes.append("InvalidRequest")
@@ -551,6 +548,17 @@ class SchedulerService:
             outcomes.append("ok")
             replies.append(b"")
             waits.append(self._submit(op, request))
+        if refused:  # one line per batch, however many items it refuses
+            log.warning(
+                "refusing %d of %d items of a batch (correlation_id %s): %s%s",
+                len(refused),
+                len(batch.requests),
+                message.correlation_id,
+                "; ".join(refused[:_LOGGED_REFUSALS]),
+                f"; and {len(refused) - _LOGGED_REFUSALS} more"
+                if len(refused) > _LOGGED_REFUSALS
+                else "",
+            )
         answers = await asyncio.gather(*waits, return_exceptions=True)
         failed: BaseException | None = None
         for (slot, op), answer in zip(started, answers, strict=True):
@@ -722,7 +730,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="serve Prometheus metrics on this port at /metrics (default: off)",
     )
-    parser.add_argument("--metrics-host", default="0.0.0.0", help="address of the metrics endpoint")
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics endpoint binds (default %(default)s: this machine only; "
+        "0.0.0.0 for a scraper elsewhere, behind your firewall: it has no authentication)",
+    )
     parser.add_argument(
         "--drain-timeout",
         type=float,

@@ -45,6 +45,9 @@ _SCHEMA = (
 )
 
 
+# Claims, hosts and tenants' requests are the operator's alone: rw for the owner only.
+_PRIVATE = 0o600
+
 # Rows per INSERT statement: 5 parameters a row stays under SQLite's oldest
 # limit of 999 parameters per statement.
 _INSERT_CHUNK = 199
@@ -100,7 +103,9 @@ class SqliteJournal(Journal):
     def _take_lock(self) -> None:
         where = lock_path(self.path)
         try:
-            handle = open(where, "a+", encoding="utf-8")  # noqa: SIM115 (held until close)
+            # owner-only, as the journal itself: the holder's pid and host are no one else's
+            fd = os.open(where, os.O_RDWR | os.O_CREAT, _PRIVATE)
+            handle = open(fd, "a+", encoding="utf-8")  # noqa: SIM115 (held until close)
         except OSError as exc:
             raise JournalError(
                 f"cannot open the lock file {where} of journal {self.path}: {exc}"
@@ -126,8 +131,11 @@ class SqliteJournal(Journal):
     def _open_file(self) -> bool:
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         try:
+            if not self.path.exists():
+                # SQLite gives its -wal and -shm files the mode of the database file
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _PRIVATE))
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
         self._conn = conn
         try:

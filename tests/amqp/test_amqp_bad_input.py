@@ -29,6 +29,8 @@ async def stack() -> AsyncIterator[Stack]:
     ("op", "body", "reason"),
     [
         ("release", b"this is not json", "not-json"),
+        ("release", '{"instance_uuid": "vm-1"}'.encode("utf-16"), "not-utf8"),
+        ("release", b'{"instance_uuid": "vm-1\\nINFO forged log line"}', "schema"),
         ("release", b'{"instance_uuid": 7}', "schema"),
         ("select_destinations", b'{"instance_uuids": ["a", "a"], "memory_mb": 1}', "schema"),
         ("reserve_everything", GOOD_RELEASE, "unknown-type"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -369,3 +370,20 @@ def test_max_batch_is_bounded() -> None:
         SchedulerClient(max_batch=0)
     with pytest.raises(ValueError, match="max_batch"):
         SchedulerClient(max_batch=1001)
+
+
+async def test_a_batch_of_many_bad_items_logs_one_line(
+    stack: Stack, raw: RawCaller, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="actorsched.amqp.service")
+    items = [("release", {"instance_uuid": 7}) for _ in range(900)]
+    reply = await raw.call("batch", batch_body(*items, ("release", {"instance_uuid": "vm-x"})))
+    assert reply["ok"] is True
+    results = reply["result"]
+    assert len(results) == 901
+    assert all(r["error"]["type"] == "InvalidRequest" for r in results[:900])
+    assert results[900] == {"ok": True, "result": {"released": False}}
+    lines = [r.getMessage() for r in caplog.records if "of a batch" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("refusing 900 of 901 items of a batch")
+    assert lines[0].endswith("; and 897 more")

@@ -59,7 +59,9 @@ def test_a_valid_select_destinations_decodes_to_a_request_spec() -> None:
         (None, SPEC, None, "unknown-type"),
         ("select_destinations", SPEC, "text/plain", "content-type"),
         ("select_destinations", b"{not json", None, "not-json"),
-        ("select_destinations", b"\xff\xfe\xfa", None, "not-json"),
+        ("select_destinations", b"\xff\xfe\xfa", None, "not-utf8"),
+        # valid JSON in UTF-16, which json.loads alone would take: the protocol is UTF-8
+        ("release", '{"instance_uuid": "vm-1"}'.encode("utf-16"), None, "not-utf8"),
         ("release", b'{"instance_uuid": NaN}', None, "not-json"),
         ("release", b'{"instance_uuid": "a", "instance_uuid": "b"}', None, "duplicate-keys"),
         ("select_destinations", b'{"instance_uuids": []}', None, "schema"),

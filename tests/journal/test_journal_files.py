@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import stat
 from contextlib import closing
 from pathlib import Path
 
@@ -160,3 +161,20 @@ def _recover_cut(db: Path, wal: bytes, trial: Path) -> str:
     shutil.copy(db, trial)
     Path(f"{trial}-wal").write_bytes(wal)
     return _open(trial).digest()
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir() if p.is_file()}
+
+
+async def test_journal_files_are_for_the_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    async with Scheduler(journal=path) as s:
+        await s.update_host(report("h1", 1))
+        modes = _modes(tmp_path)
+    assert modes == {
+        "j.sqlite": 0o600,
+        "j.sqlite-wal": 0o600,
+        "j.sqlite-shm": 0o600,
+        "j.sqlite.lock": 0o600,
+    }
