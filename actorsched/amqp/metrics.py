@@ -107,6 +107,14 @@ class MetricsServer:
         self._port = port
         self._server: asyncio.Server | None = None
 
+    def _ready(self) -> str:
+        """``active``, ``standby``, ``stopped``, or ``failed`` once the journal failed."""
+        scheduler = self._metrics.scheduler
+        journal = scheduler.journal
+        if journal is not None and journal.failed is not None:
+            return "failed"
+        return scheduler.role
+
     @property
     def port(self) -> int:
         if self._server is None or not self._server.sockets:
@@ -133,7 +141,7 @@ class MetricsServer:
                 body = self._metrics.render()
                 status, ctype = b"200 OK", CONTENT_TYPE_LATEST.encode()
             elif method_ok and path == b"/readyz":
-                role = self._metrics.scheduler.role
+                role = self._ready()
                 status = b"200 OK" if role == "active" else b"503 Service Unavailable"
                 body, ctype = f"{role}\n".encode(), b"text/plain"
             elif method_ok and path == b"/healthz":

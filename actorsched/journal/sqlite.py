@@ -45,6 +45,10 @@ _SCHEMA = (
 )
 
 
+# Free space an SQLite journal needs to start: room for many commits and a snapshot
+# of a few thousand hosts; a smaller disk is refused at start, not at a write.
+DEFAULT_MIN_FREE_BYTES = 16 * 2**20
+
 # Claims, hosts and tenants' requests are the operator's alone: rw for the owner only.
 _PRIVATE = 0o600
 
@@ -79,10 +83,14 @@ class SqliteJournal(Journal):
         *,
         snapshot_every: int = 20_000,
         synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL",
+        min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
     ) -> None:
         super().__init__(snapshot_every=snapshot_every)
+        if min_free_bytes < 0:
+            raise ValueError(f"min_free_bytes must be 0 or more, got {min_free_bytes}")
         self.path = Path(path)
         self.synchronous = synchronous
+        self.min_free_bytes = min_free_bytes
         self._conn: sqlite3.Connection | None = None
         self._lock: IO[str] | None = None
 
@@ -93,12 +101,28 @@ class SqliteJournal(Journal):
     # -- connecting -------------------------------------------------------------
 
     def _connect(self) -> bool:
+        self._check_room()
         self._take_lock()
         try:
             return self._open_file()
         except BaseException:
             self._disconnect()
             raise
+
+    def _check_room(self) -> None:
+        """Refuse to start on a filesystem too full to take the next commits."""
+        folder = self.path.parent
+        try:
+            stats = os.statvfs(folder)
+        except OSError as exc:
+            raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
+        free = stats.f_bavail * stats.f_frsize
+        if free < self.min_free_bytes:
+            raise JournalError(
+                f"journal {self.path}: {free:,} bytes free on its filesystem, under the "
+                f"{self.min_free_bytes:,} it needs to start; free some space on {folder} "
+                "and start again (nothing was read or written)"
+            )
 
     def _take_lock(self) -> None:
         where = lock_path(self.path)
@@ -149,6 +173,20 @@ class SqliteJournal(Journal):
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
         except sqlite3.DatabaseError as exc:
             raise self._unreadable(exc) from exc
+        try:  # a journal that cannot take a write fails now, not at its first commit
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('opened_at', ?)",
+                (repr(time.time()),),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise JournalError(
+                f"cannot write journal {self.path} ({exc}); free space on its filesystem or "
+                "fix its permissions, and start again"
+            ) from exc
         return fresh
 
     def _unreadable(self, exc: BaseException) -> JournalError:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from amqp_support import Stack, host_report, running_stack
 
-from actorsched import NoValidHost, RequestSpec, Scheduler
+from actorsched import NoValidHost, RequestSpec, Scheduler, SchedulerError
 from actorsched.amqp import MetricsServer, ServiceMetrics
 
 pytestmark = pytest.mark.amqp
@@ -86,6 +87,31 @@ async def test_readyz_says_503_as_a_standby_and_200_once_active() -> None:
         assert await _scrape(endpoint.port, "/readyz") == ("HTTP/1.1 200 OK", "active\n")
         _, metrics = await _scrape(endpoint.port)
         assert "actorsched_active 1.0" in metrics
+    finally:
+        await endpoint.close()
+        await scheduler.stop()
+
+
+async def test_readyz_says_failed_once_the_journal_failed(tmp_path: Path) -> None:
+    scheduler = Scheduler(journal=tmp_path / "j.sqlite")
+    await scheduler.start()
+    endpoint = MetricsServer(ServiceMetrics(scheduler), host="127.0.0.1", port=0)
+    await endpoint.start()
+    try:
+        assert await _scrape(endpoint.port, "/readyz") == ("HTTP/1.1 200 OK", "active\n")
+        journal = scheduler.journal
+        assert journal is not None
+
+        def broken(rows: object) -> None:
+            raise OSError("disk full")
+
+        journal._write_records = broken  # type: ignore[method-assign]
+        with pytest.raises(SchedulerError, match="disk full"):
+            await scheduler.update_host(host_report("h1"))
+        assert await _scrape(endpoint.port, "/readyz") == (
+            "HTTP/1.1 503 Service Unavailable",
+            "failed\n",
+        )
     finally:
         await endpoint.close()
         await scheduler.stop()
