@@ -119,6 +119,7 @@ class Scheduler:
         self._owner: Owner | None = None
         self._follow_interval = follow_interval
         self._follower: asyncio.Task[None] | None = None
+        self._follow_stop = asyncio.Event()
         self._follow_error: BaseException | None = None
         self._starting = False
         self._stopped = False
@@ -171,7 +172,7 @@ class Scheduler:
             self._journal = await self._open_journal(self._journal_arg)
         self._role = "standby"
         if follow and self._journal is not None:
-            self._follower = asyncio.create_task(self._follow(), name="actorsched-follower")
+            self._start_following()
 
     async def _open_journal(self, where: str | os.PathLike[str] | Journal) -> Journal:
         from .journal import Journal, open_journal  # an adapter: imported only when asked for
@@ -192,7 +193,8 @@ class Scheduler:
         journal = self._journal
         assert journal is not None
         warned = False
-        while True:
+        stop = self._follow_stop
+        while not stop.is_set():
             try:
                 try:
                     await asyncio.to_thread(journal.catch_up, self._core)
@@ -207,7 +209,8 @@ class Scheduler:
                 self._follow_error = exc  # this state can no longer catch up
                 log.error("standby stopped following the journal: %s", exc)
                 return
-            await asyncio.sleep(self._follow_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._follow_interval)
 
     async def _rebuild(self, gap: BaseException) -> None:
         """Start the state over from the journal's snapshot (no owner runs: a standby)."""
@@ -227,11 +230,16 @@ class Scheduler:
             self._core = core
             return
 
+    def _start_following(self) -> None:
+        self._follow_stop.clear()
+        self._follower = asyncio.create_task(self._follow(), name="actorsched-follower")
+
     async def _stop_following(self) -> None:
+        # never cancel it: a catch_up in its worker thread would go on applying
+        # records to the core while the caller goes ahead; let it finish instead
         if self._follower is not None:
-            self._follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._follower
+            self._follow_stop.set()
+            await self._follower
             self._follower = None
 
     async def activate(self) -> int:
@@ -286,7 +294,7 @@ class Scheduler:
         if journal is not None:
             if journal.failed is not None:
                 raise journal.failed
-            self._follower = asyncio.create_task(self._follow(), name="actorsched-follower")
+            self._start_following()
 
     async def stop(self) -> None:
         """Answer every call sent so far; later and still-queued calls get SchedulerStopped.

@@ -278,6 +278,8 @@ class Journal(ABC):
         A standby calls it to follow the active writer, and once more after
         :meth:`acquire`. Only while no owner runs on ``core``. Blocking.
         """
+        if self._core is None and self._opened:
+            raise JournalGap(f"journal {self.name}: the last reload did not finish; reload again")
         if core is not self._core:
             raise JournalError("catch_up applies records to the core this journal recovered")
         self._check_usable()
@@ -296,6 +298,7 @@ class Journal(ABC):
         if core.table.count or len(core.ledger):
             raise JournalError("a journal reloads into an empty core; this one holds state")
         self._check_usable()
+        self._core = None  # until it finishes: catch_up on the old state is refused
         snapshot_seq = self._restore_snapshot(core)
         self._next_seq = snapshot_seq + 1
         replayed = self._replay(core)

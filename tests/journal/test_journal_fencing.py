@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from actorsched.journal import (
     JournalFenced,
     JournalGap,
     JournalLocked,
+    JournalUnavailable,
     PostgresJournal,
     SqliteJournal,
 )
@@ -270,3 +273,58 @@ async def test_a_standby_that_never_took_over_writes_no_snapshot_on_stop(
     assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
     snapshots = pg_execute("SELECT seq FROM actorsched_snapshots WHERE shard = %s", (shard,))
     assert snapshots == [(2,)], "the owner's closing snapshot"
+
+
+async def test_takeover_waits_for_a_catch_up_still_running_in_its_thread(shard: str) -> None:
+    # cancelling the follower would leave its worker thread applying records to the
+    # core while activate() acquires and catches up on the same core
+    standby = Scheduler(CONFIG, journal=_pg(shard), follow_interval=0.01)
+    await standby.follow()
+    journal = standby.journal
+    assert journal is not None
+    events: list[str] = []
+    started = threading.Event()
+    real_catch_up, real_acquire = journal.catch_up, journal.acquire
+
+    def slow_catch_up(core: SchedulerCore) -> int:
+        events.append("catch_up begins")
+        started.set()
+        time.sleep(0.3)
+        applied = real_catch_up(core)
+        events.append("catch_up ends")
+        return applied
+
+    def acquire() -> int:
+        events.append("acquire")
+        return real_acquire()
+
+    journal.catch_up = slow_catch_up  # type: ignore[method-assign]
+    journal.acquire = acquire  # type: ignore[method-assign]
+    try:
+        await asyncio.to_thread(started.wait, 5)
+        await standby.activate()
+        assert events.index("acquire") > events.index("catch_up ends"), events
+    finally:
+        await standby.stop()
+
+
+def test_a_reload_cut_off_leaves_no_half_state_to_follow(shard: str) -> None:
+    journal = _pg(shard)
+    old = SchedulerCore(CONFIG)
+    journal.open(old)
+    try:
+
+        def cut_off(core: SchedulerCore) -> int:
+            raise JournalUnavailable("the database went away mid-reload")
+
+        journal._replay = cut_off  # type: ignore[method-assign]
+        with pytest.raises(JournalUnavailable):
+            journal.reload(SchedulerCore(CONFIG))
+        del journal._replay
+        with pytest.raises(JournalGap, match="last reload did not finish"):
+            journal.catch_up(old)  # never onto the old state from the new state's position
+        fresh = SchedulerCore(CONFIG)
+        journal.reload(fresh)
+        assert journal.catch_up(fresh) == 0
+    finally:
+        journal.close_now()
