@@ -105,6 +105,7 @@ __all__ = [
     "DEFAULT_URL",
     "ERROR_HEADER",
     "REASON_HEADER",
+    "TRUNCATED_HEADER",
     "SchedulerService",
     "add_arguments",
     "dead_letter_names",
@@ -124,6 +125,9 @@ REASON_HEADER = "x-actorsched-reason"
 # refused items of one batch named in its one log line; the rest are counted
 _LOGGED_REFUSALS = 3
 ERROR_HEADER = "x-actorsched-error"
+TRUNCATED_HEADER = "x-actorsched-truncated"  # the size of a body cut for the dead letters
+# bytes of a bad body kept in its dead letter: enough to tell what it was
+_DEAD_LETTER_KEEP = 4_096
 
 # What a lost channel or connection raises while we publish, ack or nack.
 _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
@@ -217,6 +221,8 @@ class SchedulerService:
         reconnect_interval: float = 1.0,
         drain_timeout: float = 30.0,
         activation_timeout: float = 30.0,
+        ack_timeout: float = 5.0,
+        publish_timeout: float = 10.0,
     ) -> None:
         mailbox = scheduler.config.mailbox_size
         if prefetch is None:
@@ -241,6 +247,16 @@ class SchedulerService:
         self._reconnect_interval = reconnect_interval
         self._drain_timeout = drain_timeout
         self._activation_timeout = activation_timeout
+        if not (ack_timeout > 0 and publish_timeout > 0):
+            raise ValueError(
+                f"ack_timeout and publish_timeout must be positive, got {ack_timeout} "
+                f"and {publish_timeout}"
+            )
+        # an ack, nack or publish on a connection that died may wait forever on
+        # its write queue: past these bounds the delivery is left to the broker
+        self._ack_timeout = ack_timeout
+        self._publish_timeout = publish_timeout
+        self.ack_failures = 0  # acks or nacks that could not be sent (the broker redelivers)
         # a term: from the first delivery (activate) to a lost channel (step down)
         self._term_lock = asyncio.Lock()
         self._active = False
@@ -320,7 +336,10 @@ class SchedulerService:
                 log.warning("could not cancel the consumer cleanly (%s); closing anyway", exc)
             self._consumer_tag = None
         await self._drain()
-        await self._connection.close()
+        try:  # a dead connection's close can wait on its writer: SIGTERM must not
+            await asyncio.wait_for(self._connection.close(), self._ack_timeout)
+        except _CHANNEL_ERRORS as exc:
+            log.warning("the broker connection did not close cleanly (%s)", exc)
         self._connection = None
         if self._step_downs:
             await asyncio.gather(*self._step_downs, return_exceptions=True)
@@ -616,17 +635,25 @@ class SchedulerService:
         try:
             if message.reply_to:
                 await self._publish_reply(message, op_name, body)
-            await message.ack()
+            await asyncio.wait_for(message.ack(), self._ack_timeout)
         except _CHANNEL_ERRORS as exc:
             log.warning(
                 "could not reply to or ack %s (%s); the broker will deliver it again",
                 op_name,
-                exc,
+                str(exc) or type(exc).__name__,
             )
-            with contextlib.suppress(*_CHANNEL_ERRORS):
-                await message.nack(requeue=True)
+            self.ack_failures += 1
+            await self._nack(message)
             return "unacked"
         return outcome
+
+    async def _nack(self, message: AbstractIncomingMessage) -> bool:
+        """Hand ``message`` back to the broker, within ``ack_timeout``; False if it could not."""
+        try:
+            await asyncio.wait_for(message.nack(requeue=True), self._ack_timeout)
+        except _CHANNEL_ERRORS:
+            return False  # the broker delivers it again when the channel closes
+        return True
 
     async def _publish_reply(
         self, message: AbstractIncomingMessage, op_name: str, body: bytes
@@ -642,12 +669,12 @@ class SchedulerService:
         )
         # mandatory=False: a client that went away has no queue; its claim stands all the same
         await self._channel.default_exchange.publish(
-            reply, routing_key=message.reply_to, mandatory=False, timeout=30
+            reply, routing_key=message.reply_to, mandatory=False, timeout=self._publish_timeout
         )
 
     async def _give_back(self, message: AbstractIncomingMessage) -> str:
-        with contextlib.suppress(*_CHANNEL_ERRORS):
-            await message.nack(requeue=True)
+        if not await self._nack(message):
+            self.ack_failures += 1
         return "requeued"
 
     async def _dead_letter(self, message: AbstractIncomingMessage, bad: BadMessage) -> str:
@@ -663,8 +690,13 @@ class SchedulerService:
         headers = dict(message.headers or {})
         headers[REASON_HEADER] = bad.reason
         headers[ERROR_HEADER] = str(bad)[:1000]
+        body = message.body
+        if len(body) > _DEAD_LETTER_KEEP:
+            # the dead-letter queue keeps the reason and the head, not a flood's worth
+            headers[TRUNCATED_HEADER] = len(body)
+            body = body[:_DEAD_LETTER_KEEP]
         copy = aio_pika.Message(
-            message.body,
+            body,
             headers=headers,
             content_type=message.content_type,
             content_encoding=message.content_encoding,
@@ -675,11 +707,12 @@ class SchedulerService:
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
         try:
-            await self._dlx.publish(copy, routing_key=self.queue, mandatory=False, timeout=30)
+            await self._dlx.publish(
+                copy, routing_key=self.queue, mandatory=False, timeout=self._publish_timeout
+            )
         except _CHANNEL_ERRORS as exc:
             log.warning("could not dead-letter it (%s); the broker will deliver it again", exc)
-            with contextlib.suppress(*_CHANNEL_ERRORS):
-                await message.nack(requeue=True)
+            await self._nack(message)
             return "unacked"
         return await self._answer(
             message, message.type or "unknown", encode_error(bad), "bad_input"
