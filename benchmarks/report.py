@@ -149,6 +149,20 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             else "",
         )
     )
+    stall = results.get("host_states_stall")
+    rows.append(
+        _target(
+            "host_states owner step, 1,000,000 hosts",
+            "<= 50 ms",
+            stall["owner_step_ms"] if stall else None,
+            stall["owner_step_ms"] <= 50 if stall and stall["hosts"] >= 1_000_000 else None,
+            f"the columns copied in the owner (max {stall['owner_step_max_ms']:.0f} ms); the "
+            f"objects built outside it in {stall['build_outside_s']:.1f} s; all built in the "
+            f"owner step as before: about {stall['old_owner_step_s']:.1f} s"
+            if stall
+            else "",
+        )
+    )
     failover = results.get("failover")
     beyond = failover["beyond_broker_p99_s"] if failover else None
     rows.append(
@@ -269,7 +283,7 @@ def format_summary(results: dict[str, Any]) -> str:
             f"memory, {memory['hosts']:,.0f} hosts: +{memory['rss_delta_mib']:.1f} MiB "
             f"(process {memory['rss_before_mib']:.0f} -> {memory['rss_after_mib']:.0f} MiB)"
         )
-    for key in ("journal", "amqp", "failover"):
+    for key in ("journal", "amqp", "failover", "host_states_stall"):
         part = results.get(key)
         if part:
             shown = ", ".join(f"{k} {_shown(v)}" for k, v in part.items())

@@ -59,6 +59,7 @@ from .measure import (
 from .memory import measure_rss
 from .progress import Progress
 from .report import evaluate_targets, format_summary
+from .stall import host_states_stall
 from .workload import bench_config, capacity_requests, make_reports, make_specs, next_generation
 
 __all__ = ["add_arguments", "main"]
@@ -119,6 +120,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-amqp", action="store_true", help="skip the AMQP end-to-end run")
     parser.add_argument("--no-journal", action="store_true", help="skip journal on/off")
     parser.add_argument(
+        "--stall-hosts",
+        type=int,
+        default=None,
+        help="hosts for the host_states owner-stall probe (1000000)",
+    )
+    parser.add_argument("--no-stall", action="store_true", help="skip the owner-stall probe")
+    parser.add_argument(
         "--no-failover",
         action="store_true",
         help="skip the fail-over of an active/standby pair (needs PostgreSQL)",
@@ -151,6 +159,7 @@ class Plan:
     journal_requests: int
     amqp_hosts: int
     profile_hosts: int
+    stall_hosts: int
     failover_hosts: int
     failover_claims: int
     failover_rounds: int
@@ -175,6 +184,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         journal_requests=200 if quick else 10_000,
         amqp_hosts=300 if quick else 1_000,
         profile_hosts=300 if quick else 10_000,
+        stall_hosts=args.stall_hosts or (5_000 if quick else 1_000_000),
         failover_hosts=200 if quick else 10_000,
         failover_claims=1_000 if quick else 100_000,
         failover_rounds=2 if quick else 10,
@@ -399,6 +409,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_journal else 1
     n += 0 if args.no_amqp else 1
     n += 0 if args.no_failover else 1
+    n += 0 if args.no_stall else 1
     n += 1 if args.profile else 0
     return n
 
@@ -527,6 +538,15 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     max(plan.seconds, 0.5 if args.quick else 3.0),
                     notes,
                 ),
+            )
+            progress.advance()
+
+        if not args.no_stall:
+            progress.step(f"host_states owner stall at {plan.stall_hosts:,} hosts")
+            results["host_states_stall"] = await _optional(
+                "host_states stall",
+                notes,
+                asyncio.to_thread(host_states_stall, plan.stall_hosts, repeat=plan.repeat),
             )
             progress.advance()
 

@@ -88,7 +88,7 @@ def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
 def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
-    assert len(targets) == 9  # the eight of the core and journal issues, and the fail-over
+    assert len(targets) == 10  # the core and journal issues', the fail-over, the stall
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
@@ -161,3 +161,10 @@ def test_the_failover_run_killed_the_active_each_round(results: dict[str, object
     assert failover["broker"]["rounds"] == 2
     ours = failover["actorsched"]["failover"]
     assert 0 < ours["p50_s"] <= ours["p99_s"]
+
+
+def test_the_stall_probe_timed_the_owner_step(results: dict[str, object]) -> None:
+    stall = results["host_states_stall"]
+    assert isinstance(stall, dict)
+    assert stall["hosts"] == 5_000
+    assert 0 < stall["owner_step_ms"] <= stall["owner_step_max_ms"]

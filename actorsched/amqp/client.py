@@ -42,9 +42,12 @@ from .protocol import (
     BATCH,
     CONTENT_TYPE,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PAGE_HOSTS,
     MAX_BATCH_ITEMS,
     OPERATIONS,
     HostReportResult,
+    HostStatesPage,
+    HostStatesRequest,
     Operation,
     ReleaseRequest,
     ReleaseResult,
@@ -255,10 +258,35 @@ class SchedulerClient:
         result = await self._call("remove_host", body, timeout)
         return cast(RemoveHostResult, result).removed
 
-    async def host_states(self, *, timeout: float | None = None) -> dict[str, HostState]:  # noqa: ASYNC109
-        """A consistent snapshot of every host."""
-        result = await self._call("host_states", b"{}", timeout)
-        return cast(dict[str, HostState], result)
+    async def host_states(
+        self,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        page_size: int = DEFAULT_PAGE_HOSTS,
+    ) -> dict[str, HostState]:
+        """Every host, fetched a page at a time (``timeout`` bounds each page).
+
+        Each page is consistent in itself; a host added or removed while the
+        pages come may or may not be in the answer.
+        """
+        hosts: dict[str, HostState] = {}
+        cursor: int | None = 0
+        while cursor is not None:
+            page = await self.host_states_page(cursor, limit=page_size, timeout=timeout)
+            hosts.update(page.hosts)
+            cursor = page.next_cursor
+        return hosts
+
+    async def host_states_page(
+        self,
+        cursor: int = 0,
+        *,
+        limit: int = DEFAULT_PAGE_HOSTS,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> HostStatesPage:
+        """One page of hosts from ``cursor`` (0, or a page's ``next_cursor``)."""
+        body = HostStatesRequest(limit=limit, cursor=cursor).model_dump_json().encode()
+        return cast(HostStatesPage, await self._call("host_states", body, timeout))
 
     # -- plumbing ------------------------------------------------------------
 

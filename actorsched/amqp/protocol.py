@@ -43,7 +43,9 @@ __all__ = [
     "BATCH",
     "CONTENT_TYPE",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PAGE_HOSTS",
     "MAX_BATCH_ITEMS",
+    "MAX_PAGE_HOSTS",
     "OPERATIONS",
     "REASONS",
     "BadMessage",
@@ -51,6 +53,7 @@ __all__ = [
     "BatchRequest",
     "ErrorReply",
     "HostReportResult",
+    "HostStatesPage",
     "HostStatesRequest",
     "OkReply",
     "Operation",
@@ -106,8 +109,40 @@ class RemoveHostRequest(_Body):
     host: Name
 
 
+# Hosts per host_states page: the reply to one stays about a megabyte.
+DEFAULT_PAGE_HOSTS = 1_000
+MAX_PAGE_HOSTS = 5_000
+
+
 class HostStatesRequest(_Body):
-    """Body of ``host_states``: always ``{}``."""
+    """Body of ``host_states``: one page of hosts, ``{}`` for the first.
+
+    Pass the ``next_cursor`` of a reply as ``cursor`` for the next page; a
+    reply whose ``next_cursor`` is null is the last one.
+    """
+
+    limit: int = Field(
+        DEFAULT_PAGE_HOSTS,
+        ge=1,
+        le=MAX_PAGE_HOSTS,
+        description=f"hosts in this page at most (default {DEFAULT_PAGE_HOSTS}, "
+        f"at most {MAX_PAGE_HOSTS})",
+    )
+    cursor: int = Field(
+        0, ge=0, le=2**40, description="where the page starts: 0, or a reply's next_cursor"
+    )
+
+
+class HostStatesPage(BaseModel):
+    """Result of ``host_states``: a page of hosts, and where the next one starts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hosts: dict[str, HostState]
+    next_cursor: int | None = Field(
+        description="cursor of the next page, null after the last; a host added or "
+        "removed while paging may or may not be listed"
+    )
 
 
 class BatchItem(_Body):
@@ -200,8 +235,8 @@ class RemoveHostReply(RootModel[OkReply[RemoveHostResult] | ErrorReply]):
     """Reply to ``remove_host``."""
 
 
-class HostStatesReply(RootModel[OkReply[dict[str, HostState]] | ErrorReply]):
-    """Reply to ``host_states``: a HostState per host name."""
+class HostStatesReply(RootModel[OkReply[HostStatesPage] | ErrorReply]):
+    """Reply to ``host_states``: a page of HostStates by host name, and the next cursor."""
 
 
 class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
@@ -237,7 +272,7 @@ OPERATIONS: dict[str, Operation] = {
         Operation("host_report", HostReport, HostReportReply, HostReportResult),
         Operation("release", ReleaseRequest, ReleaseReply, ReleaseResult),
         Operation("remove_host", RemoveHostRequest, RemoveHostReply, RemoveHostResult),
-        Operation("host_states", HostStatesRequest, HostStatesReply, dict[str, HostState]),
+        Operation("host_states", HostStatesRequest, HostStatesReply, HostStatesPage),
         Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }

@@ -76,7 +76,8 @@ from ..core import (
     SelectDestinations,
     UpdateHost,
 )
-from ..errors import SchedulerError, SchedulerStopped
+from ..core.views import HostStatesImage
+from ..errors import InvalidRequest, SchedulerError, SchedulerStopped
 from ..journal import DEFAULT_SHARD, JournalError, JournalUnavailable, open_journal
 from ..models import SchedulerConfig
 from ..scheduler import DEFAULT_FOLLOW_INTERVAL, Scheduler
@@ -89,6 +90,8 @@ from .protocol import (
     BadMessage,
     BatchRequest,
     HostReportResult,
+    HostStatesPage,
+    HostStatesRequest,
     Operation,
     ReleaseResult,
     RemoveHostResult,
@@ -125,6 +128,12 @@ REASON_HEADER = "x-actorsched-reason"
 # refused items of one batch named in its one log line; the rest are counted
 _LOGGED_REFUSALS = 3
 ERROR_HEADER = "x-actorsched-error"
+# The largest reply the service builds: under RabbitMQ's message limit with room
+# to spare, and a bound on what one request can make this process hold.
+DEFAULT_MAX_REPLY_BYTES = 8 * 2**20
+# what one HostState weighs in JSON, about (no traits), and any other reply
+_HOST_STATE_BYTES = 360
+_SMALL_REPLY_BYTES = 512
 TRUNCATED_HEADER = "x-actorsched-truncated"  # the size of a body cut for the dead letters
 # bytes of a bad body kept in its dead letter: enough to tell what it was
 _DEAD_LETTER_KEEP = 4_096
@@ -175,6 +184,11 @@ def _as_is(answer: Any) -> Any:
     return answer
 
 
+def _page(image: HostStatesImage) -> HostStatesPage:
+    # built here, in the service's task, not in the owner: the owner only copied columns
+    return HostStatesPage(hosts=image.states(), next_cursor=image.next_row)
+
+
 # Per operation: the core command its request asks the scheduler for, and the
 # reply's ``result`` made from the scheduler's answer.
 _ROUTES: dict[str, tuple[Callable[[Any], Command], Callable[[Any], Any]]] = {
@@ -188,7 +202,7 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command], Callable[[Any], Any]]] = {
         lambda request: RemoveHost(request.host),
         lambda removed: RemoveHostResult(removed=bool(removed)),
     ),
-    "host_states": (lambda _: GetHostStates(), _as_is),
+    "host_states": (lambda request: GetHostStates(request.cursor, request.limit), _page),
 }
 assert set(_ROUTES) == set(OPERATIONS) - {BATCH}, "OPERATIONS and _ROUTES drifted"
 
@@ -216,6 +230,7 @@ class SchedulerService:
         queue: str = DEFAULT_QUEUE,
         prefetch: int | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
         metrics: ServiceMetrics | None = None,
         reconnect_interval: float = 1.0,
@@ -242,6 +257,9 @@ class SchedulerService:
         self.queue = queue
         self.prefetch = prefetch
         self.max_body_bytes = max_body_bytes
+        if max_reply_bytes < 4_096:
+            raise ValueError(f"max_reply_bytes must be at least 4096, got {max_reply_bytes}")
+        self.max_reply_bytes = max_reply_bytes
         self.delivery_limit = delivery_limit
         self.metrics = metrics if metrics is not None else ServiceMetrics(scheduler)
         self._reconnect_interval = reconnect_interval
@@ -524,7 +542,11 @@ class SchedulerService:
             assert isinstance(request, BatchRequest)
             return await self._process_batch(message, request, items)
         try:
+            if (estimate := self._reply_estimate(op, request)) > self.max_reply_bytes:
+                raise self._too_large(op.name, estimate, "would be")
             body = encode_ok(op, _result(op, await self._submit(op, request)))
+            if len(body) > self.max_reply_bytes:
+                raise self._too_large(op.name, len(body), "is")
             outcome = "ok"
         except SchedulerStopped:
             # this process is going away; another (or the next) one will answer it
@@ -552,10 +574,14 @@ class SchedulerService:
         started: list[tuple[int, Operation]] = []
         waits: list[Awaitable[object]] = []
         refused: list[str] = []
+        budget = self.max_reply_bytes  # what the replies may still take, estimated
         for index, item in enumerate(batch.requests):
             try:
                 op, request = decode_batch_item(item)
-            except BadMessage as bad:
+                budget -= self._reply_estimate(op, request)
+                if budget < 0:  # refused before any work, not after a huge reply is built
+                    raise self._too_large(op.name, self.max_reply_bytes - budget, "would be")
+            except (BadMessage, InvalidRequest) as bad:
                 refused.append(f"item {index} ({item.type!r}): {bad}")
                 known = item.type in OPERATIONS and item.type != BATCH
                 labels.append(item.type if known else "unknown")
@@ -595,6 +621,13 @@ class SchedulerService:
                 replies[slot] = encode_ok(op, _result(op, answer))
             except Exception as exc:
                 failed = failed or exc
+        total = 0
+        for slot, (reply, label) in enumerate(zip(replies, labels, strict=True)):
+            total += len(reply)
+            if total > self.max_reply_bytes:  # the estimate was short: still never over
+                error = self._too_large(label, total, "would be")
+                replies[slot], outcomes[slot] = encode_error(error), "InvalidRequest"
+                total += len(replies[slot]) - len(reply)
         if failed is not None:
             items.extend((label, "requeued") for label in labels)
             if not isinstance(failed, SchedulerStopped | JournalError):
@@ -610,6 +643,19 @@ class SchedulerService:
             return await self._give_back(message)
         items.extend(zip(labels, outcomes, strict=True))
         return await self._answer(message, BATCH, encode_batch_ok(replies), "ok")
+
+    def _reply_estimate(self, op: Operation, request: BaseModel) -> int:
+        """About how large the reply to ``request`` gets, known before any work."""
+        if isinstance(request, HostStatesRequest):
+            return min(request.limit, self.scheduler.host_count) * _HOST_STATE_BYTES
+        return _SMALL_REPLY_BYTES
+
+    def _too_large(self, op_name: str, size: int, verb: str) -> InvalidRequest:
+        return InvalidRequest(
+            f"the reply to {op_name} {verb} about {size:,} bytes, over this service's "
+            f"--max-reply-bytes {self.max_reply_bytes:,}; ask host_states for smaller pages "
+            "(limit) or put fewer of them in one batch"
+        )
 
     def _submit(self, op: Operation, request: BaseModel) -> Awaitable[object]:
         """Hand ``request`` to the scheduler; the awaitable fails if it is not running."""
@@ -752,6 +798,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="larger messages are dead-lettered unread (default %(default)s)",
     )
     parser.add_argument(
+        "--max-reply-bytes",
+        type=int,
+        default=DEFAULT_MAX_REPLY_BYTES,
+        help="larger replies are refused with InvalidRequest, before the work where it "
+        "can be told (default %(default)s)",
+    )
+    parser.add_argument(
         "--delivery-limit",
         type=int,
         default=DEFAULT_DELIVERY_LIMIT,
@@ -845,6 +898,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
             queue=args.queue,
             prefetch=args.prefetch,
             max_body_bytes=args.max_body_bytes,
+            max_reply_bytes=args.max_reply_bytes,
             delivery_limit=args.delivery_limit,
             metrics=metrics,
             drain_timeout=args.drain_timeout,

@@ -40,6 +40,7 @@ from .filters import (
 )
 from .ledger import Claim, ClaimLedger
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
+from .views import capture_host_states
 from .weighers import ColumnWeigher, HostWeigher, SoftGroupWeigher, builtin_weighers
 
 __all__ = [
@@ -110,7 +111,14 @@ class RemoveHost:
 
 @dataclass(frozen=True, slots=True)
 class GetHostStates:
-    pass
+    """Copy the figures of rows ``start`` on (``limit`` of them, all when None).
+
+    The answer is a :class:`~actorsched.core.views.HostStatesImage`: its
+    ``states()`` builds the HostState objects outside the owner.
+    """
+
+    start: int = 0
+    limit: int | None = None
 
 
 Command = UpdateHost | UpdateHosts | SelectDestinations | Release | RemoveHost | GetHostStates
@@ -223,7 +231,7 @@ class SchedulerCore:
         if isinstance(command, RemoveHost):
             return self.remove_host(command.host, now)
         if isinstance(command, GetHostStates):
-            return self.host_states(now)
+            return capture_host_states(self.table, command.start, command.limit)
         raise InvalidRequest(f"unknown command {type(command).__name__!r}")
 
     # -- host reports -----------------------------------------------------
@@ -782,8 +790,7 @@ class SchedulerCore:
 
     def host_states(self, now: float | None = None) -> dict[str, HostState]:
         """A snapshot of every host, built in this one synchronous step."""
-        table = self.table
-        return {host: table.state(row) for host, row in table.row_of.items()}
+        return capture_host_states(self.table).states()
 
     def claims(self) -> dict[str, tuple[str, bool]]:
         """instance uuid -> (host, confirmed) for every live claim."""

@@ -33,11 +33,11 @@ from numpy.typing import NDArray
 
 from ..models import HostState
 
-__all__ = ["HostTable"]
+__all__ = ["INT_COLUMNS", "HostTable"]
 
 # Order matters: a report writes REPORTED in one slice; claims and releases
 # add to CLAIMED and RELEASED (mem, vcpus, disk, count) in one slice each.
-_INT_COLUMNS = (
+INT_COLUMNS = (
     "generation",
     "mem_total",
     "mem_reserved",
@@ -123,7 +123,7 @@ class HostTable:
         self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.traits: NDArray[np.uint64] = np.zeros((0, 1), dtype=np.uint64)
-        self.raw: NDArray[np.int64] = np.zeros((0, len(_INT_COLUMNS)), dtype=np.int64)
+        self.raw: NDArray[np.int64] = np.zeros((0, len(INT_COLUMNS)), dtype=np.int64)
         self.ints: dict[str, NDArray[np.int64]] = {}
         # row-local filter limits; the engine sets them from the enabled filters
         self.check_enabled = False
@@ -175,7 +175,7 @@ class HostTable:
         self.traits = grown(self.traits)  # type: ignore[assignment]
         self.stale = grown(self.stale)  # type: ignore[assignment]
         self.raw = grown(self.raw)  # type: ignore[assignment]
-        for index, name in enumerate(_INT_COLUMNS):
+        for index, name in enumerate(INT_COLUMNS):
             self.ints[name] = self.raw[:, index]  # a view: writes land in raw
         for name in _FLOAT_COLUMNS:
             self.floats[name] = grown(self.floats.get(name, np.zeros(0, np.float64)))  # type: ignore[assignment]

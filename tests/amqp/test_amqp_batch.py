@@ -190,7 +190,8 @@ async def test_a_raw_batch_from_plain_aio_pika_gets_one_reply_per_item(
     assert refused["error"]["type"] == "NoValidHost"
     assert refused["error"]["instance_uuid"] == "vm-2"
     assert states["ok"] is True
-    assert "h1" in states["result"]
+    assert "h1" in states["result"]["hosts"]
+    assert states["result"]["next_cursor"] is None
     assert stack.scheduler.claim_count == 1
     assert stack.scheduler.host_count == 2
 

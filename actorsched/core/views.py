@@ -1,0 +1,115 @@
+"""Host states as callers see them: copied in one cheap owner step, built outside it.
+
+Rules this module keeps:
+
+* :func:`capture_host_states` is the only function here that reads the
+  table, and it copies columns (a slice of rows, or all of them), never
+  builds a per-host object: at 1,000,000 hosts the owner pays for a few
+  array copies, not for a million pydantic objects.
+* A :class:`HostStatesImage` holds nothing the table mutates later, so
+  :meth:`HostStatesImage.states` may run on another thread (or task) while
+  the owner goes on.
+* A page is a range of rows, ``start`` up to ``start + limit``: rows, not
+  hosts, so finding a page is O(page), whatever the host count. A host
+  added or removed between two pages may be missed or not; each page is
+  consistent in itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..models import HostState
+from .table import INT_COLUMNS, HostTable
+
+__all__ = ["HostStatesImage", "capture_host_states"]
+
+_INTS = (
+    "generation",
+    "mem_total",
+    "mem_reserved",
+    "disk_total",
+    "vcpus_total",
+    "vcpus_used",
+    "claimed_vcpus",
+    "released_vcpus",
+    "assumed_count",
+)
+_INT_INDEX = {name: INT_COLUMNS.index(name) for name in _INTS}
+_FLOATS = ("free_ram", "free_disk", "num_instances", "num_io_ops", "reported_at")
+
+
+@dataclass(frozen=True, slots=True)
+class HostStatesImage:
+    """Copies of the figures of rows ``[start, start + len(names))``; ``next_row`` pages on."""
+
+    start: int
+    names: list[str | None]
+    raw: NDArray[np.int64]  # the table's integer columns, rows by columns
+    floats: dict[str, NDArray[np.float64]]
+    enabled: NDArray[np.bool_]
+    zone: NDArray[np.int32]
+    zone_names: list[str]
+    traits: list[tuple[str, ...]]
+    next_row: int | None  # the start of the next page, None after the last
+
+    def __len__(self) -> int:
+        """Hosts in this image (free rows do not count)."""
+        return sum(1 for name in self.names if name is not None)
+
+    def states(self) -> dict[str, HostState]:
+        """One :class:`HostState` per host, in row order (safe off the owner)."""
+        i = {name: self.raw[:, _INT_INDEX[name]].tolist() for name in _INTS}
+        f = {name: column.tolist() for name, column in self.floats.items()}
+        zone_names = [*self.zone_names, None]  # zone id -1: none
+        zones = self.zone.tolist()
+        enabled = self.enabled.tolist()
+        out: dict[str, HostState] = {}
+        for k, host in enumerate(self.names):
+            if host is None:
+                continue
+            out[host] = HostState(
+                host=host,
+                generation=i["generation"][k],
+                enabled=enabled[k],
+                availability_zone=zone_names[zones[k]],
+                traits=list(self.traits[k]),
+                memory_mb=i["mem_total"][k],
+                memory_mb_reserved=i["mem_reserved"][k],
+                free_ram_mb=int(f["free_ram"][k]),
+                local_gb=i["disk_total"][k],
+                free_disk_gb=int(f["free_disk"][k]),
+                vcpus_total=i["vcpus_total"][k],
+                vcpus_used=i["vcpus_used"][k] + i["claimed_vcpus"][k] - i["released_vcpus"][k],
+                num_instances=int(f["num_instances"][k]),
+                num_io_ops=int(f["num_io_ops"][k]),
+                assumed_claims=i["assumed_count"][k],
+                reported_at=f["reported_at"][k],
+            )
+        return out
+
+
+def capture_host_states(
+    table: HostTable, start: int = 0, limit: int | None = None
+) -> HostStatesImage:
+    """Copy rows ``[start, start + limit)`` (every row when ``limit`` is None)."""
+    if start < 0 or (limit is not None and limit < 1):
+        raise ValueError(f"a page starts at row 0 or later and holds 1 or more: {start}, {limit}")
+    n = table.n
+    begin = min(start, n)
+    stop = n if limit is None else min(n, begin + limit)
+    rows = slice(begin, stop)
+    return HostStatesImage(
+        start=begin,
+        names=table.name_of[rows],  # a slice of a list is a new list
+        raw=table.raw[rows].copy(),  # one block copy: faster than a column at a time
+        floats={name: table.floats[name][rows].copy() for name in _FLOATS},
+        enabled=table.enabled[rows].copy(),
+        zone=table.zone[rows].copy(),
+        zone_names=list(table.zone_names),
+        traits=table.host_traits[rows],
+        next_row=stop if stop < n else None,
+    )

@@ -1,0 +1,69 @@
+"""Host states copied in one owner step and built outside it, whole or a page at a time."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_core, make_report, make_spec
+
+from actorsched.core import GetHostStates
+from actorsched.core.views import HostStatesImage, capture_host_states
+
+
+def test_the_image_builds_what_the_table_says() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", traits=["SSD"], availability_zone="az1"), 1.0)
+    core.update_host(make_report("h2", memory_mb_used=1024), 2.0)
+    core.select_destinations(make_spec("vm-1", memory_mb=512, vcpus=2), 3.0)
+    states = capture_host_states(core.table).states()
+    assert states == {host: core.table.state(row) for host, row in core.table.row_of.items()}
+
+
+def test_get_host_states_answers_an_image_not_objects() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    image = core.handle(GetHostStates(), 2.0)
+    assert isinstance(image, HostStatesImage)
+    assert image.next_row is None
+    assert list(image.states()) == ["h1"]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 7, 100])
+def test_pages_cover_every_host_once(limit: int) -> None:
+    core = make_core()
+    for i in range(10):
+        core.update_host(make_report(f"h{i}"), 1.0)
+    core.remove_host("h4", 2.0)  # a free row inside a page: skipped
+    seen: list[str] = []
+    start: int | None = 0
+    pages = 0
+    while start is not None:
+        image = capture_host_states(core.table, start, limit)
+        assert len(image.names) <= limit
+        seen.extend(image.states())
+        start = image.next_row
+        pages += 1
+    assert sorted(seen) == sorted(f"h{i}" for i in range(10) if i != 4)
+    assert len(seen) == len(set(seen))
+    assert pages == -(-10 // limit)
+
+
+def test_an_image_does_not_follow_later_changes() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    image = capture_host_states(core.table)
+    core.select_destinations(make_spec("vm-1", memory_mb=1024), 2.0)
+    core.update_host(make_report("h1", generation=2, traits=["GPU"]), 3.0)
+    [state] = image.states().values()
+    assert state.generation == 1
+    assert state.traits == []
+    assert state.free_ram_mb == 4096
+
+
+def test_a_page_past_the_end_is_empty_and_last() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    image = capture_host_states(core.table, 50, 10)
+    assert image.states() == {}
+    assert image.next_row is None
+    with pytest.raises(ValueError, match="page"):
+        capture_host_states(core.table, -1, 10)
