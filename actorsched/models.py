@@ -223,6 +223,12 @@ class SchedulerConfig(BaseModel):
     max_instances_per_host: int = Field(50, ge=0)
     service_down_time: float = Field(60.0, gt=0)
     claim_timeout: float = Field(600.0, gt=0)
+    # what the state may hold: past these, a report or a request is refused with
+    # InvalidRequest naming the bound (memory grows with each, and never past it)
+    max_hosts: int = Field(1_000_000, ge=1)
+    max_claims: int = Field(5_000_000, ge=1)
+    max_traits: int = Field(1_024, ge=1)  # distinct trait names ever reported
+    max_zones: int = Field(1_024, ge=1)  # distinct availability zones ever reported
     mailbox_size: int = Field(1024, ge=1)
     max_batch: int = Field(256, ge=1)
     seed: int | None = None

@@ -240,10 +240,17 @@ class SchedulerCore:
         """Apply a compute node's report; False (and no change) when it is stale."""
         table = self.table
         row = table.row_of.get(report.host)
+        if row is not None and report.generation <= table.ints["generation"][row]:
+            return False
+        zone = report.availability_zone
+        if (
+            row is None
+            or (zone is not None and zone not in table.zone_ids)
+            or (report.traits and tuple(report.traits) not in table.trait_sets)
+        ):
+            self._check_room((report,))  # before any change: a refused report changes nothing
         if row is None:
             row = table.add_row(report.host)
-        elif report.generation <= table.ints["generation"][row]:
-            return False
         table.floats["reported_at"][row] = now
         if now < self._oldest:
             self._oldest = now
@@ -256,6 +263,43 @@ class SchedulerCore:
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
 
+    def _check_room(self, reports: Sequence[HostReport]) -> None:
+        """Refuse ``reports`` (before any change) if they would pass a vocabulary bound.
+
+        Set operations over the whole batch (a few C-level passes, no Python
+        loop body per report), then exact counts for what is new alone.
+        """
+        table = self.table
+        hosts: set[str] = set()
+        if table.count + len(reports) > self.config.max_hosts:  # else they all fit anyway
+            hosts = {r.host for r in reports}.difference(table.row_of)
+        zones = {r.availability_zone for r in reports}.difference(table.zone_ids)
+        traits = set().union(*[r.traits for r in reports]).difference(table.trait_bits)
+        if hosts or traits or len(zones) > (None in zones):
+            self._check_new(hosts, traits, {z for z in zones if z is not None})
+
+    def _check_new(self, hosts: set[str], traits: set[str], zones: set[str]) -> None:
+        table = self.table
+        config = self.config
+        if hosts and table.count + len(hosts) > config.max_hosts:
+            raise InvalidRequest(
+                f"{len(hosts):,} new hosts (first {min(hosts)!r}) would pass "
+                f"max_hosts {config.max_hosts:,} ({table.count:,} known): remove hosts that "
+                "are gone (remove_host), or raise max_hosts"
+            )
+        if traits and len(table.trait_names) + len(traits) > config.max_traits:
+            raise InvalidRequest(
+                f"{len(traits):,} new trait names (first {min(traits)!r}) would pass "
+                f"max_traits {config.max_traits:,} ({len(table.trait_names):,} known): a "
+                "trait is a capability name shared by many hosts, not a per-host value"
+            )
+        if zones and len(table.zone_names) + len(zones) > config.max_zones:
+            raise InvalidRequest(
+                f"{len(zones):,} new availability zones (first {min(zones)!r}) would "
+                f"pass max_zones {config.max_zones:,}: report an existing zone, or raise "
+                "max_zones"
+            )
+
     def update_hosts(self, reports: Sequence[HostReport], now: float) -> list[bool]:
         """:meth:`update_host` for each report in order, the figures written in one go.
 
@@ -267,6 +311,7 @@ class SchedulerCore:
         instructions per report.
         """
         table = self.table
+        self._check_room(reports)  # all or nothing: a refused batch changes nothing
         hosts = [report.host for report in reports]
         if len(reports) < 8 or len(set(hosts)) != len(hosts):
             return [self.update_host(report, now) for report in reports]
@@ -387,6 +432,11 @@ class SchedulerCore:
             raise InvalidRequest(
                 f"instance_uuids {held} already hold claims but {fresh} do not; "
                 "resend the original request unchanged, or release the claimed ones first"
+            )
+        if len(claims) + len(spec.instance_uuids) > self.config.max_claims:
+            raise InvalidRequest(
+                f"the scheduler holds {len(claims):,} live claims and max_claims is "
+                f"{self.config.max_claims:,}: release instances, or raise max_claims"
             )
         ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
         placed: list[str] = []

@@ -118,7 +118,8 @@ class HostTable:
         self.trait_bits: dict[str, int] = {}
         self.trait_names: list[str] = []
         self.host_traits: list[tuple[str, ...]] = []
-        self._trait_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct set
+        # one tuple per distinct set a row reported: every name in a known set is known
+        self.trait_sets: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.active: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
@@ -285,6 +286,8 @@ class HostTable:
             bits.append(bit)
         words = max(1, (len(self.trait_names) + 63) // 64)
         if words > self.traits.shape[1]:
+            # double, not one word more: a growing vocabulary costs linear time
+            words = max(words, 2 * self.traits.shape[1])
             wider = np.zeros((self._capacity, words), dtype=np.uint64)
             wider[:, : self.traits.shape[1]] = self.traits
             self.traits = wider
@@ -296,7 +299,7 @@ class HostTable:
     def set_traits(self, row: int, traits: list[str]) -> None:
         """Record the traits ``row`` reports (as bits, and as the names for snapshots)."""
         names = tuple(traits)
-        names = self._trait_sets.setdefault(names, names)
+        names = self.trait_sets.setdefault(names, names)
         mask = self.trait_mask(names, create=True)
         self.traits[row] = mask
         self.host_traits[row] = names
