@@ -174,6 +174,12 @@ class Journal(ABC):
         """True when this process may write (a standby that never took over may not)."""
         return True
 
+    def _check_recovered(self, last_seq: int) -> None:  # noqa: B027 (a hook: none by default)
+        """Raise if recovery ended at ``last_seq`` while more is known to be committed."""
+
+    def _committed(self, last_seq: int) -> None:  # noqa: B027 (a hook: none by default)
+        """Note that records up to ``last_seq`` are durable (writer thread, after a commit)."""
+
     def _describe_failure(self, exc: BaseException) -> JournalError:
         """The error that stops the journal after ``exc`` failed a write."""
         return JournalError(
@@ -201,6 +207,7 @@ class Journal(ABC):
             snapshot_seq = self._restore_snapshot(core)
             self._next_seq = snapshot_seq + 1
             replayed = self._replay(core)
+            self._check_recovered(self._next_seq - 1)
         except BaseException:
             self._opened = False
             self._disconnect()
@@ -413,6 +420,7 @@ class Journal(ABC):
                     snapshot = (item.image, seq - 1)
             if rows:
                 self._write_records(rows)
+                self._committed(rows[-1][0])
         except Exception as exc:
             error = exc if isinstance(exc, JournalError) else self._describe_failure(exc)
             if error is not exc:

@@ -24,6 +24,7 @@ import os
 import socket
 import sqlite3
 import time
+import uuid
 from pathlib import Path
 from typing import IO, Literal
 
@@ -52,6 +53,9 @@ DEFAULT_MIN_FREE_BYTES = 16 * 2**20
 # Claims, hosts and tenants' requests are the operator's alone: rw for the owner only.
 _PRIVATE = 0o600
 
+# "<journal id> <seq, 20 digits>\n", rewritten in place after every commit
+_MARK_BYTES = 32 + 1 + 20 + 1
+
 # Rows per INSERT statement: 5 parameters a row stays under SQLite's oldest
 # limit of 999 parameters per statement.
 _INSERT_CHUNK = 199
@@ -62,6 +66,11 @@ def _insert_sql(rows: int) -> str:
     return "INSERT INTO records (seq, kind, now, body, crc) VALUES " + ",".join(
         ["(?,?,?,?,?)"] * rows
     )
+
+
+def mark_path(path: Path) -> Path:
+    """The file that holds how far the journal at ``path`` was committed."""
+    return path.with_name(path.name + ".mark")
 
 
 def lock_path(path: Path) -> Path:
@@ -93,6 +102,9 @@ class SqliteJournal(Journal):
         self.min_free_bytes = min_free_bytes
         self._conn: sqlite3.Connection | None = None
         self._lock: IO[str] | None = None
+        self._mark: int | None = None  # the descriptor of <file>.mark
+        self._marked = 0
+        self._journal_id = ""
 
     @property
     def name(self) -> str:
@@ -179,7 +191,15 @@ class SqliteJournal(Journal):
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('opened_at', ?)",
                 (repr(time.time()),),
             )
+            # journals from before the mark get their id now
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('journal_id', ?)",
+                (uuid.uuid4().hex,),
+            )
             conn.execute("COMMIT")
+            self._journal_id = str(
+                conn.execute("SELECT value FROM meta WHERE key = 'journal_id'").fetchone()[0]
+            )
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -187,7 +207,39 @@ class SqliteJournal(Journal):
                 f"cannot write journal {self.path} ({exc}); free space on its filesystem or "
                 "fix its permissions, and start again"
             ) from exc
+        self._open_mark()
         return fresh
+
+    # -- the high-water mark: what was committed, kept outside the database ------
+
+    def _open_mark(self) -> None:
+        where = mark_path(self.path)
+        try:
+            self._mark = os.open(where, os.O_RDWR | os.O_CREAT, _PRIVATE)
+            text = os.pread(self._mark, _MARK_BYTES, 0).decode("ascii", "replace").split()
+        except OSError as exc:
+            raise JournalError(
+                f"cannot open {where}, the mark of journal {self.path}: {exc}"
+            ) from exc
+        self._marked = 0
+        if len(text) == 2 and text[0] == self._journal_id and text[1].isdigit():
+            self._marked = int(text[1])  # a mark of another journal at this path is no mark
+
+    def _check_recovered(self, last_seq: int) -> None:
+        if last_seq < self._marked:
+            raise JournalError(
+                f"journal {self.path} holds records up to {last_seq}, but records up to "
+                f"{self._marked} were committed (its mark {mark_path(self.path)} says so): "
+                "its write-ahead log (-wal) was lost, cut short or damaged after an unclean "
+                "stop; restore the journal from a backup (refusing to start with fewer claims)"
+            )
+        self._committed(last_seq)
+
+    def _committed(self, last_seq: int) -> None:
+        # no fsync: the mark only has to outlive the process (kill -9), not the power;
+        # after a power cut it can only be behind, so it never refuses a good journal
+        if self._mark is not None:
+            os.pwrite(self._mark, f"{self._journal_id} {last_seq:020d}\n".encode(), 0)
 
     def _unreadable(self, exc: BaseException) -> JournalError:
         return JournalError(
@@ -240,6 +292,7 @@ class SqliteJournal(Journal):
                 ("magic", MAGIC),
                 ("schema_version", str(SCHEMA_VERSION)),
                 ("created_at", repr(time.time())),
+                ("journal_id", uuid.uuid4().hex),
             ],
         )
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -249,6 +302,9 @@ class SqliteJournal(Journal):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._mark is not None:
+            os.close(self._mark)
+            self._mark = None
         if self._lock is not None:
             self._lock.close()  # closing the descriptor lets go of the flock
             self._lock = None

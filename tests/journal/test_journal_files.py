@@ -177,4 +177,5 @@ async def test_journal_files_are_for_the_owner_only(tmp_path: Path) -> None:
         "j.sqlite-wal": 0o600,
         "j.sqlite-shm": 0o600,
         "j.sqlite.lock": 0o600,
+        "j.sqlite.mark": 0o600,
     }

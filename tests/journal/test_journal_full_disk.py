@@ -119,8 +119,10 @@ async def test_a_full_disk_fail_stops_serve_and_a_restart_on_it_is_refused(
         stops = [line for line in serve.lines if "stopping:" in line]
         assert len(stops) == 1, serve.lines
         assert "full" in stops[0], stops
-        errors = [line for line in serve.lines if " ERROR " in line]
-        assert len(errors) <= 4, errors  # the journal's line, the stop, the exit: no storm
+        errors = [line for line in serve.lines if " ERROR actorsched." in line]
+        # the journal's line, the stop, the exit, and no storm (the broker library's own
+        # lines about the closing channel are not ours to count)
+        assert len(errors) <= 3, "\n".join(errors)
         assert await _queue_depth(queue) >= 1, "the unanswered requests wait in the broker"
 
         # a restart on the still-full disk is refused at start, not at its first write
