@@ -242,10 +242,14 @@ class Scheduler:
     async def _stop_following(self) -> None:
         # never cancel it: a catch_up in its worker thread would go on applying
         # records to the core while the caller goes ahead; let it finish instead
-        if self._follower is not None:
+        follower = self._follower
+        if follower is not None:
             self._follow_stop.set()
-            await self._follower
-            self._follower = None
+            try:
+                await asyncio.shield(follower)
+            finally:
+                if follower.done():
+                    self._follower = None
 
     async def activate(self) -> int:
         """Take over as the active owner; returns the journal's epoch for this term.
@@ -258,6 +262,12 @@ class Scheduler:
             raise SchedulerError("this scheduler is already active")
         if self._role != "standby":
             raise SchedulerError("activate() a standby: call follow() first")
+        # shielded: a takeover cut off half way (the epoch bumped, the tail not
+        # applied, threads still running on the core) would be worse than one
+        # that finishes after its caller gave up waiting
+        return await asyncio.shield(asyncio.ensure_future(self._activate()))
+
+    async def _activate(self) -> int:
         await self._stop_following()
         if self._follow_error is not None:
             raise self._follow_error
@@ -297,6 +307,8 @@ class Scheduler:
             await owner.stop()
         journal = self._journal
         if journal is not None:
+            # nothing of this term (a snapshot) may be written once it follows again
+            await journal.quiesce()
             if journal.failed is not None:
                 raise journal.failed
             self._start_following()

@@ -279,6 +279,7 @@ class SchedulerService:
         self._term_lock = asyncio.Lock()
         self._active = False
         self._stopping = False
+        self._losses = 0  # channels and connections lost so far
         self._step_downs: set[asyncio.Task[None]] = set()
         self.epoch: int | None = None  # the journal epoch of the current term
         self.terms = 0  # terms this service began (activations)
@@ -405,6 +406,7 @@ class SchedulerService:
                 return self._active
             if not _channel_open(message):
                 return False
+            losses = self._losses
             started = time.perf_counter()
             deadline = time.monotonic() + self._activation_timeout
             delay = 0.1
@@ -425,6 +427,14 @@ class SchedulerService:
                 except JournalError as exc:
                     self._fail_stop(exc)
                     return False
+            if self._losses != losses or not _channel_open(message):
+                # the channel went while taking over: this term is over before it began
+                log.warning("lost the broker channel while taking over: standby again")
+                try:
+                    await self.scheduler.step_down()
+                except JournalError as exc:
+                    self._fail_stop(exc)
+                return False
             self._active = True
             self.terms += 1
             journal = self.scheduler.journal
@@ -441,6 +451,7 @@ class SchedulerService:
             return True
 
     def _on_lost(self, *_args: object) -> None:
+        self._losses += 1  # a takeover under way sees it, and gives up
         if self._stopping or not self._active:
             return
         self._active = False  # no delivery is answered in this term from now on

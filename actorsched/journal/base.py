@@ -94,6 +94,8 @@ class _Pending:
     batch: list[Envelope]
     future: asyncio.Future[None]
     image: CoreImage | None
+    term: int = 0  # the epoch the batch was applied in: a snapshot is written in it or not at all
+    barrier: bool = False  # answered only once everything before it, snapshots too, is done
 
 
 # Records fetched per query while recovering or following: bounds the memory
@@ -134,6 +136,7 @@ class Journal(ABC):
         self._failed: JournalError | None = None
         self._closed = False
         self._opened = False
+        self._term = 0
 
     # -- what a backend provides ----------------------------------------------
 
@@ -159,8 +162,12 @@ class Journal(ABC):
         """Commit ``rows`` (consecutive seqs) in one transaction, or raise; writer thread."""
 
     @abstractmethod
-    def _write_snapshot(self, snapshot: StoredSnapshot) -> None:
-        """Store ``snapshot`` and drop records no reader needs any more; writer thread."""
+    def _write_snapshot(self, snapshot: StoredSnapshot, term: int) -> None:
+        """Store ``snapshot`` (taken in epoch ``term``) and drop records no reader needs.
+
+        Writer thread. A backend with epochs writes it only while ``term`` is
+        still the shard's epoch.
+        """
 
     @abstractmethod
     def _disconnect(self) -> None:
@@ -277,7 +284,8 @@ class Journal(ABC):
         if not self._opened:
             raise JournalError(f"open journal {self.name} before acquiring it")
         self._check_usable()
-        return self._acquire()
+        self._term = self._acquire()
+        return self._term
 
     def catch_up(self, core: SchedulerCore) -> int:
         """Apply the records written since this journal last read or wrote; how many.
@@ -368,8 +376,22 @@ class Journal(ABC):
             image = capture(self._core)  # the state exactly as this batch left it
             self._since_snapshot = 0
         self._inflight += 1
-        self._queue.put(_Pending(batch, future, image))
+        self._queue.put(_Pending(batch, future, image, self._term))
         return future
+
+    async def quiesce(self) -> None:
+        """Wait until the writer is idle: every batch handed over, and its snapshot, written.
+
+        ``Scheduler.step_down`` waits for it, so that nothing of a term is
+        written after the scheduler went back to following.
+        """
+        if self._thread is None or self._loop is None or self._failed is not None:
+            return
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._inflight += 1
+        self._queue.put(_Pending([], done, None, self._term, barrier=True))
+        with contextlib.suppress(JournalError):
+            await done
 
     def _fail(self, exc: JournalError) -> None:
         if self._failed is None:
@@ -388,17 +410,23 @@ class Journal(ABC):
                 error, snapshot = self._commit(items)
                 loop = self._loop
                 assert loop is not None
+                barriers = [item for item in items if item.barrier]
                 # a closed loop has nobody waiting any more
                 with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(self._settle, items, error)
+                    loop.call_soon_threadsafe(
+                        self._settle, [item for item in items if not item.barrier], error
+                    )
                 if snapshot is not None:
                     self._snapshot(*snapshot)
+                if barriers:
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(self._settle, barriers, error)
             if len(items) != len(group):  # the stop sentinel, always last
                 return
 
     def _commit(
         self, items: list[_Pending]
-    ) -> tuple[JournalError | None, tuple[CoreImage, int] | None]:
+    ) -> tuple[JournalError | None, tuple[CoreImage, int, int] | None]:
         """Write the records of ``items`` in one transaction.
 
         Returns the error instead of raising, and the last snapshot captured
@@ -408,7 +436,7 @@ class Journal(ABC):
         if self._failed is not None:
             return self._failed, None
         seq = self._next_seq
-        snapshot: tuple[CoreImage, int] | None = None
+        snapshot: tuple[CoreImage, int, int] | None = None
         rows: list[Row] = []
         try:
             for item in items:
@@ -417,7 +445,7 @@ class Journal(ABC):
                     rows.append((seq, record.kind, record.now, record.body, crc))
                     seq += 1
                 if item.image is not None:
-                    snapshot = (item.image, seq - 1)
+                    snapshot = (item.image, seq - 1, item.term)
             if rows:
                 self._write_records(rows)
                 self._committed(rows[-1][0])
@@ -434,12 +462,12 @@ class Journal(ABC):
         self.stats.records += len(rows)
         return None, snapshot
 
-    def _snapshot(self, image: CoreImage, seq: int) -> None:
+    def _snapshot(self, image: CoreImage, seq: int, term: int) -> None:
         """Write ``image`` (the state after record ``seq``) and drop the records it covers."""
         try:
             body = encode(image)
             self._write_snapshot(
-                StoredSnapshot(seq, body, hashlib.sha256(body.encode()).hexdigest())
+                StoredSnapshot(seq, body, hashlib.sha256(body.encode()).hexdigest()), term
             )
         except JournalError as exc:  # this process may no longer write it: one line
             log.warning("no snapshot of journal %s at record %d: %s", self.name, seq, exc)
@@ -484,7 +512,7 @@ class Journal(ABC):
                     assert self._loop is not None
                     final: asyncio.Future[None] = self._loop.create_future()
                     self._inflight += 1
-                    self._queue.put(_Pending([], final, capture(self._core)))
+                    self._queue.put(_Pending([], final, capture(self._core), self._term))
                     with contextlib.suppress(JournalError):
                         await final
                 self._queue.put(None)

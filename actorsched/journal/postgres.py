@@ -122,6 +122,7 @@ class PostgresJournal(Journal):
         self.connect_timeout = connect_timeout
         self.reconnect_timeout = reconnect_timeout
         self.epoch: int | None = None
+        self._committed_at_open = 0
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
         self._owner_name = f"pid {os.getpid()} on {socket.gethostname()}"
@@ -171,6 +172,11 @@ class PostgresJournal(Journal):
                     " ON CONFLICT (shard) DO NOTHING",
                     (self.shard,),
                 ).rowcount
+                # committed before recovery reads a record: recovery must get this far
+                committed = conn.execute(
+                    "SELECT last_seq FROM actorsched_shards WHERE shard = %s", (self.shard,)
+                ).fetchone()
+            self._committed_at_open = int(committed[0]) if committed is not None else 0
         except psycopg.Error as exc:
             raise JournalError(f"cannot prepare journal {self.name}: {exc}") from exc
         if meta.get("magic") != MAGIC:
@@ -255,8 +261,10 @@ class PostgresJournal(Journal):
 
     def _acquire(self) -> int:
         try:
+            # not the writer's connection: a snapshot of the last term may still hold a
+            # transaction open on it, and the bump must not commit or roll back with that
             row = (
-                self._write_conn()
+                self._read_conn()
                 .execute(
                     "UPDATE actorsched_shards SET epoch = epoch + 1, owner = %s, since = now()"
                     " WHERE shard = %s RETURNING epoch, last_seq",
@@ -276,6 +284,14 @@ class PostgresJournal(Journal):
             row[1],
         )
         return self.epoch
+
+    def _check_recovered(self, last_seq: int) -> None:
+        if last_seq < self._committed_at_open:
+            raise JournalError(
+                f"journal {self.name} replays to record {last_seq}, but records up to "
+                f"{self._committed_at_open} were committed: records are missing (a snapshot "
+                "or records removed by hand?); restore the database from a backup"
+            )
 
     def _writer_here(self) -> bool:
         return self.epoch is not None
@@ -377,24 +393,33 @@ class PostgresJournal(Journal):
             raise JournalError(f"{self.name}: the shard's row is missing")
         return int(row[0]), int(row[1]), str(row[2])
 
-    def _write_snapshot(self, snapshot: StoredSnapshot) -> None:
+    def _write_snapshot(self, snapshot: StoredSnapshot, term: int) -> None:
         conn = self._write_conn()
         with conn.transaction():
             row = conn.execute(
                 "SELECT epoch FROM actorsched_shards WHERE shard = %s FOR UPDATE", (self.shard,)
             ).fetchone()
-            if row is None or int(row[0]) != self.epoch:
-                raise JournalError("the shard was taken over; the new owner writes snapshots")
+            # the epoch the state was captured in, not this process's latest one: a
+            # snapshot of an earlier term must never replace a later owner's
+            if row is None or int(row[0]) != term:
+                raise JournalError(
+                    f"the snapshot was taken at epoch {term} and the shard is at epoch "
+                    f"{None if row is None else row[0]}: the owner of that epoch writes them"
+                )
             previous = conn.execute(
                 "SELECT seq FROM actorsched_snapshots WHERE shard = %s", (self.shard,)
             ).fetchone()
-            conn.execute(
+            written = conn.execute(
                 "INSERT INTO actorsched_snapshots (shard, seq, taken_at, body, sha256)"
                 " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (shard) DO UPDATE SET"
                 " seq = EXCLUDED.seq, taken_at = EXCLUDED.taken_at, body = EXCLUDED.body,"
-                " sha256 = EXCLUDED.sha256",
+                " sha256 = EXCLUDED.sha256 WHERE actorsched_snapshots.seq < EXCLUDED.seq",
                 (self.shard, snapshot.seq, time.time(), snapshot.body, snapshot.sha256),
-            )
+            ).rowcount
+            if not written:  # an older one than what is stored: keep what is stored
+                raise JournalError(
+                    f"a snapshot at record {snapshot.seq} is not newer than the stored one"
+                )
             if previous is not None:
                 # keep one snapshot's worth of records for standbys still reading them
                 conn.execute(

@@ -364,7 +364,7 @@ class SqliteJournal(Journal):
             chunk = rows[start : start + _INSERT_CHUNK]
             conn.execute(_insert_sql(len(chunk)), [value for row in chunk for value in row])
 
-    def _write_snapshot(self, snapshot: StoredSnapshot) -> None:
+    def _write_snapshot(self, snapshot: StoredSnapshot, term: int) -> None:
         conn = self._connection()
         try:
             conn.execute("BEGIN IMMEDIATE")

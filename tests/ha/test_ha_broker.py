@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+import psycopg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from ha_support import (
@@ -25,6 +26,7 @@ from ha_support import (
     shard_epoch,
     spec,
 )
+from journal_backends import PG_URL
 
 from actorsched import Scheduler
 from actorsched.amqp import SchedulerClient, SchedulerService
@@ -188,6 +190,55 @@ async def test_a_delivery_read_before_the_connection_was_lost_does_not_take_the_
             assert b.active
     finally:
         hold.release()
+        for service in services:
+            await service.stop()
+        for scheduler in schedulers:
+            await scheduler.stop()
+        await delete_queue_and_shard(queue, shard)
+
+
+async def test_a_connection_lost_while_taking_over_ends_that_term() -> None:
+    # a's takeover waits on the shard's row lock; its connection goes meanwhile. The
+    # takeover must not leave a "active" for a term that is over (it would answer from
+    # the state of its catch-up once the queue comes back to it).
+    queue, shard = new_names()
+    schedulers = [Scheduler(journal=pg_journal(shard), follow_interval=0.02) for _ in "ab"]
+    a = SchedulerService(schedulers[0], SERVE_AMQP_URL, queue=queue, reconnect_interval=0.2)
+    b = SchedulerService(schedulers[1], SERVE_AMQP_URL, queue=queue, reconnect_interval=0.2)
+    services = [a, b]
+    lock = psycopg.connect(PG_URL)
+    try:
+        for scheduler in schedulers:
+            await scheduler.follow()
+        await a.start()
+        [a_connection] = await broker_connections(f"actorsched serve {queue}")
+        await b.start()
+        async with SchedulerClient(
+            CLIENT_AMQP_URL, queue=queue, timeout=30, reconnect_interval=0.2, batch=False
+        ) as client:
+            lock.execute("SELECT 1 FROM actorsched_shards WHERE shard = %s FOR UPDATE", (shard,))
+            first = asyncio.ensure_future(client.host_states())
+            await _until(lambda: schedulers[0].journal is not None, "a journal")
+            await asyncio.sleep(0.5)  # a holds the delivery, waiting in acquire
+            await close_broker_connection(a_connection)
+            await asyncio.sleep(0.5)
+            lock.commit()  # a's takeover goes through now, for a term already over
+            await asyncio.wait_for(first, 20)
+            assert await client.update_host(host(1))
+            assert await client.update_host(host(2))
+            await _until(lambda: b.active or a.active, "someone owns the queue")
+            owner, other = (b, a) if b.active else (a, b)
+            await owner.stop()
+            await owner.scheduler.stop()
+            services.remove(owner)
+            states = await client.host_states()
+            assert sorted(states) == ["h01", "h02"], "the remaining one answers from the journal"
+            [placed] = await client.select_destinations(spec(1))
+            assert placed.host in states
+            assert other.failure is None
+            assert other.active
+    finally:
+        lock.close()
         for service in services:
             await service.stop()
         for scheduler in schedulers:

@@ -168,10 +168,10 @@ class HeldSnapshots(SqliteJournal):
         self.release = threading.Event()
         self.started = threading.Event()
 
-    def _snapshot(self, image: CoreImage, seq: int) -> None:
+    def _snapshot(self, image: CoreImage, seq: int, term: int) -> None:
         self.started.set()
         assert self.release.wait(30), "the test never released the snapshot"
-        super()._snapshot(image, seq)
+        super()._snapshot(image, seq, term)
 
 
 async def test_callers_do_not_wait_for_a_snapshot(tmp_path: Path) -> None:

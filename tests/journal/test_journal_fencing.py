@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import os
 import threading
 import time
@@ -17,8 +18,10 @@ from journal_workload import report
 
 from actorsched import RequestSpec, Scheduler, SchedulerConfig
 from actorsched.core import SchedulerCore
+from actorsched.core.snapshot import CoreImage
 from actorsched.errors import NotActive
 from actorsched.journal import (
+    JournalError,
     JournalFenced,
     JournalGap,
     JournalLocked,
@@ -26,6 +29,7 @@ from actorsched.journal import (
     PostgresJournal,
     SqliteJournal,
 )
+from actorsched.journal.base import StoredSnapshot
 
 CONFIG = SchedulerConfig(max_io_ops_per_host=10_000, max_instances_per_host=10_000)
 
@@ -328,3 +332,85 @@ def test_a_reload_cut_off_leaves_no_half_state_to_follow(shard: str) -> None:
         assert journal.catch_up(fresh) == 0
     finally:
         journal.close_now()
+
+
+def _stored_snapshot_seq(shard: str) -> list[tuple[int, ...]]:
+    return pg_execute("SELECT seq FROM actorsched_snapshots WHERE shard = %s", (shard,))
+
+
+def test_a_snapshot_of_an_earlier_epoch_is_never_written(shard: str) -> None:
+    # the same process owned epoch 1, then 3: a snapshot captured at 1 must not land
+    journal = _pg(shard)
+    journal.open(SchedulerCore(CONFIG))
+    try:
+        assert journal.acquire() == 1
+        body = '{"format":2}'
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        journal._write_snapshot(StoredSnapshot(10, body, digest), 1)
+        pg_execute("UPDATE actorsched_shards SET epoch = 2 WHERE shard = %s", (shard,))
+        assert journal.acquire() == 3
+        with pytest.raises(JournalError, match="taken at epoch 1 and the shard is at epoch 3"):
+            journal._write_snapshot(StoredSnapshot(20, body, digest), 1)
+        with pytest.raises(JournalError, match="not newer"):  # and never an older seq
+            journal._write_snapshot(StoredSnapshot(5, body, digest), 3)
+        assert _stored_snapshot_seq(shard) == [(10,)]
+    finally:
+        journal.close_now()
+
+
+def test_the_takeover_bump_is_not_part_of_a_transaction_open_on_the_writer(
+    shard: str,
+) -> None:
+    journal = _pg(shard)
+    journal.open(SchedulerCore(CONFIG))
+    try:
+        writer = journal._write_conn()
+        writer.execute("BEGIN")  # as a snapshot of the last term would hold it
+        writer.execute("SELECT 1")
+        assert journal.acquire() == 1
+        writer.execute("ROLLBACK")
+        assert pg_execute("SELECT epoch FROM actorsched_shards WHERE shard = %s", (shard,)) == [
+            (1,)
+        ], "the epoch stands whatever the writer's transaction did"
+    finally:
+        journal.close_now()
+
+
+async def test_records_missing_below_the_committed_mark_refuse_to_start(shard: str) -> None:
+    journal = _pg(shard)
+    async with Scheduler(CONFIG, journal=journal) as s:
+        await s.update_host(report("h1", 1, vcpus=64))
+        for i in range(5):
+            await s.select_destinations(_spec(f"vm-{i}"))
+        journal._since_snapshot = 0  # no closing snapshot: the records stay
+    pg_execute("DELETE FROM actorsched_records WHERE shard = %s AND seq > 3", (shard,))
+    with pytest.raises(JournalError, match="replays to record 3, but records up to 6"):
+        _pg(shard).open(SchedulerCore(CONFIG))
+
+
+async def test_step_down_waits_for_a_snapshot_of_its_term(
+    shard: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import actorsched.journal.base as journal_base
+    from actorsched.journal.snapshot import encode as real_encode
+
+    release = threading.Event()
+
+    def slow_encode(image: CoreImage) -> str:
+        assert release.wait(10)
+        return real_encode(image)
+
+    s = Scheduler(CONFIG, journal=_pg(shard, snapshot_every=3))
+    await s.start()
+    try:
+        monkeypatch.setattr(journal_base, "encode", slow_encode)
+        await s.update_hosts([report(f"h{i}", 1) for i in range(3)])  # a snapshot is due
+        stepping = asyncio.ensure_future(s.step_down())
+        await asyncio.sleep(0.3)
+        assert not stepping.done(), "stepped down with its snapshot still to write"
+        release.set()
+        await asyncio.wait_for(stepping, 10)
+        assert _stored_snapshot_seq(shard) == [(3,)]
+    finally:
+        release.set()
+        await s.stop()
