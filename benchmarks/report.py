@@ -163,6 +163,20 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             else "",
         )
     )
+    flood = results.get("trait_flood")
+    rows.append(
+        _target(
+            "trait flood: RSS growth",
+            "<= 64 MiB",
+            flood["peak_rss_growth_mib"] if flood else None,
+            flood["peak_rss_growth_mib"] <= 64 if flood else None,
+            f"{flood['reports']:,} reports of {flood['traits_per_report']:,} new names: "
+            f"{flood['refused']:,} refused past max_traits, {flood['per_report_ms_median']:.2f} ms "
+            f"a report (median), bitset {flood['bitset_mib']:.2f} MiB"
+            if flood
+            else "",
+        )
+    )
     failover = results.get("failover")
     beyond = failover["beyond_broker_p99_s"] if failover else None
     rows.append(
@@ -283,7 +297,7 @@ def format_summary(results: dict[str, Any]) -> str:
             f"memory, {memory['hosts']:,.0f} hosts: +{memory['rss_delta_mib']:.1f} MiB "
             f"(process {memory['rss_before_mib']:.0f} -> {memory['rss_after_mib']:.0f} MiB)"
         )
-    for key in ("journal", "amqp", "failover", "host_states_stall"):
+    for key in ("journal", "amqp", "failover", "host_states_stall", "trait_flood"):
         part = results.get(key)
         if part:
             shown = ", ".join(f"{k} {_shown(v)}" for k, v in part.items())

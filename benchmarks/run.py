@@ -49,6 +49,7 @@ from actorsched.core import SchedulerCore
 
 from . import integrations
 from .failover import failover
+from .hostile import trait_flood
 from .measure import (
     RunStats,
     count_over_capacity,
@@ -409,7 +410,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_journal else 1
     n += 0 if args.no_amqp else 1
     n += 0 if args.no_failover else 1
-    n += 0 if args.no_stall else 1
+    n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
     return n
 
@@ -542,6 +543,12 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
             progress.advance()
 
         if not args.no_stall:
+            progress.step("trait flood: 2,000 reports of 1,000 new trait names")
+            results["trait_flood"] = await _optional(
+                "trait flood", notes, asyncio.to_thread(trait_flood, 200 if args.quick else 2_000)
+            )
+            progress.advance()
+
             progress.step(f"host_states owner stall at {plan.stall_hosts:,} hosts")
             results["host_states_stall"] = await _optional(
                 "host_states stall",

@@ -88,7 +88,7 @@ def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
 def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
-    assert len(targets) == 10  # the core and journal issues', the fail-over, the stall
+    assert len(targets) == 11  # the core and journal issues', fail-over, stall, trait flood
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
@@ -168,3 +168,11 @@ def test_the_stall_probe_timed_the_owner_step(results: dict[str, object]) -> Non
     assert isinstance(stall, dict)
     assert stall["hosts"] == 5_000
     assert 0 < stall["owner_step_ms"] <= stall["owner_step_max_ms"]
+
+
+def test_the_trait_flood_was_refused_past_the_vocabulary(results: dict[str, object]) -> None:
+    flood = results["trait_flood"]
+    assert isinstance(flood, dict)
+    assert flood["reports"] == 200
+    assert flood["refused"] == 199
+    assert flood["vocabulary"] == 1_000
