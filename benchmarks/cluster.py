@@ -19,12 +19,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import aio_pika
+
 from actorsched import NoValidHost, RequestSpec
 from actorsched.amqp import SchedulerClient
 from actorsched.core import SchedulerCore
 from actorsched.models import SchedulerConfig
 
-__all__ = ["Audit", "ServeProcess", "Tally", "audit", "place_all"]
+__all__ = ["Audit", "ServeProcess", "Tally", "audit", "delete_queue", "place_all"]
 
 ACTIVE_LINE = "active: this service owns"
 STANDBY_LINE = "ready as standby"
@@ -264,3 +266,13 @@ def recovered_core(journal_url: str, shard: str) -> SchedulerCore:
     journal.open(core)
     journal.close_now()
     return core
+
+
+async def delete_queue(amqp_url: str, queue: str) -> None:
+    """Delete a request queue with its dead-letter queue and exchange (missing ones are fine)."""
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        channel = await connection.channel()
+        for name in (queue, f"{queue}.dead"):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(f"{queue}.dlx")

@@ -30,7 +30,7 @@ from actorsched.amqp import SchedulerClient
 from actorsched.amqp.service import queue_arguments
 from actorsched.journal import PostgresJournal
 
-from .cluster import ACTIVE_LINE, ServeProcess
+from .cluster import ACTIVE_LINE, ServeProcess, delete_queue
 
 __all__ = ["failover"]
 
@@ -127,7 +127,7 @@ async def _actorsched_rounds(
                 active = standby
     finally:
         await asyncio.gather(*(s.stop() for s in serves), return_exceptions=True)
-        await _delete_queue(amqp_url, queue)
+        await delete_queue(amqp_url, queue)
     return {
         "failover": _summary(times),
         "takeover": _summary(takeovers) if takeovers else None,
@@ -207,15 +207,6 @@ async def _broker_rounds(amqp_url: str, rounds: int) -> dict[str, Any]:
         await channel.queue_delete(queue)
         await connection.close()
     return {"failover": _summary(times), "rounds": len(times)}
-
-
-async def _delete_queue(amqp_url: str, queue: str) -> None:
-    connection = await aio_pika.connect(amqp_url)
-    async with connection:
-        channel = await connection.channel()
-        for name in (queue, f"{queue}.dead"):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dlx")
 
 
 async def failover(

@@ -245,14 +245,13 @@ class PostgresJournal(Journal):
 
     def shard_row(self) -> tuple[int, int, str]:
         """The shard's (epoch, last_seq, owner) as the database holds them now."""
-        row = (
-            self._read_conn()
-            .execute(
-                "SELECT epoch, last_seq, owner FROM actorsched_shards WHERE shard = %s",
-                (self.shard,),
-            )
-            .fetchone()
-        )
+        return self._shard_row(self._read_conn())
+
+    def _shard_row(self, conn: psycopg.Connection[Any]) -> tuple[int, int, str]:
+        row = conn.execute(
+            "SELECT epoch, last_seq, owner FROM actorsched_shards WHERE shard = %s",
+            (self.shard,),
+        ).fetchone()
         if row is None:
             raise JournalError(f"{self.name}: the shard's row is missing")
         return int(row[0]), int(row[1]), str(row[2])
@@ -381,17 +380,7 @@ class PostgresJournal(Journal):
         )
 
     def _shard_row_on_writer(self) -> tuple[int, int, str]:
-        row = (
-            self._write_conn()
-            .execute(
-                "SELECT epoch, last_seq, owner FROM actorsched_shards WHERE shard = %s",
-                (self.shard,),
-            )
-            .fetchone()
-        )
-        if row is None:
-            raise JournalError(f"{self.name}: the shard's row is missing")
-        return int(row[0]), int(row[1]), str(row[2])
+        return self._shard_row(self._write_conn())
 
     def _write_snapshot(self, snapshot: StoredSnapshot, term: int) -> None:
         conn = self._write_conn()

@@ -17,7 +17,7 @@ from actorsched.amqp import SchedulerClient
 from actorsched.core import SchedulerCore
 from actorsched.journal import SqliteJournal
 from actorsched.models import SchedulerConfig
-from benchmarks.cluster import ServeProcess
+from benchmarks.cluster import ServeProcess, delete_queue
 
 AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
@@ -83,15 +83,6 @@ async def _queue_depth(queue: str) -> int:
         return declared.declaration_result.message_count or 0
 
 
-async def _delete(queue: str) -> None:
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        for name in (queue, f"{queue}.dead"):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dlx")
-
-
 async def test_a_full_disk_fail_stops_serve_and_a_restart_on_it_is_refused(
     small_disk: Path,
 ) -> None:
@@ -141,4 +132,4 @@ async def test_a_full_disk_fail_stops_serve_and_a_restart_on_it_is_refused(
         held = core.claims()
         assert {u: held[u][0] for u in acked} == acked
     finally:
-        await _delete(queue)
+        await delete_queue(AMQP_URL, queue)
