@@ -13,10 +13,10 @@ import statistics
 import time
 from typing import Any
 
-from actorsched import HostReport, InvalidRequest
+from actorsched import InvalidRequest
 from actorsched.core import SchedulerCore
 
-from .workload import bench_config
+from .workload import bare_report, bench_config
 
 __all__ = ["trait_flood"]
 
@@ -29,20 +29,7 @@ def trait_flood(reports: int = 2_000, traits_per_report: int = 1_000) -> dict[st
     """Apply ``reports`` reports of ``traits_per_report`` new trait names each, one at a time."""
     core = SchedulerCore(bench_config())
     floods = [
-        HostReport.model_construct(
-            host=f"flood{n:05d}",
-            generation=1,
-            memory_mb=1024,
-            memory_mb_used=0,
-            memory_mb_reserved=0,
-            vcpus=1,
-            vcpus_used=0,
-            local_gb=10,
-            local_gb_used=0,
-            availability_zone=None,
-            traits=[f"T{n}-{k}" for k in range(traits_per_report)],
-            instances=[],
-        )
+        bare_report(f"flood{n:05d}", traits=[f"T{n}-{k}" for k in range(traits_per_report)])
         for n in range(reports)
     ]
     before = _rss_mib()

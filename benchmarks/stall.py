@@ -18,7 +18,7 @@ from actorsched import HostReport
 from actorsched.core import GetHostStates, SchedulerCore
 from actorsched.core.views import HostStatesImage
 
-from .workload import ZONES, bench_config
+from .workload import ZONES, bare_report, bench_config
 
 __all__ = ["host_states_stall"]
 
@@ -29,9 +29,8 @@ _OLD_WAY_SAMPLE = 50_000
 def _reports(start: int, stop: int) -> list[HostReport]:
     # built without validation: a million validated reports would take longer than the run
     return [
-        HostReport.model_construct(
-            host=f"node{i:07d}",
-            generation=1,
+        bare_report(
+            f"node{i:07d}",
             memory_mb=262_144,
             memory_mb_used=8_192,
             memory_mb_reserved=512,
@@ -41,7 +40,6 @@ def _reports(start: int, stop: int) -> list[HostReport]:
             local_gb_used=100,
             availability_zone=ZONES[i % len(ZONES)],
             traits=["SSD"] if i % 2 else [],
-            instances=[],
         )
         for i in range(start, stop)
     ]

@@ -211,16 +211,12 @@ class Journal(ABC):
         created = self._connect()
         self._opened = True
         try:
-            snapshot_seq = self._restore_snapshot(core)
-            self._next_seq = snapshot_seq + 1
-            replayed = self._replay(core)
-            self._check_recovered(self._next_seq - 1)
+            snapshot_seq, replayed = self._rebuild(core)
+            self._check_recovered(self.last_seq)
         except BaseException:
             self._opened = False
             self._disconnect()
             raise
-        self._core = core
-        self._since_snapshot = replayed
         self.recovery = Recovery(
             created,
             snapshot_seq,
@@ -314,12 +310,16 @@ class Journal(ABC):
             raise JournalError("a journal reloads into an empty core; this one holds state")
         self._check_usable()
         self._core = None  # until it finishes: catch_up on the old state is refused
+        return self._rebuild(core)[1]
+
+    def _rebuild(self, core: SchedulerCore) -> tuple[int, int]:
+        """Restore the snapshot into ``core`` and replay what follows; (snapshot seq, replayed)."""
         snapshot_seq = self._restore_snapshot(core)
         self._next_seq = snapshot_seq + 1
         replayed = self._replay(core)
         self._core = core
         self._since_snapshot = replayed
-        return replayed
+        return snapshot_seq, replayed
 
     def _check_usable(self) -> None:
         if self._failed is not None:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "amqp"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "journal"))
 
-from amqp_support import AMQP_URL, delete_topology
+from amqp_support import AMQP_URL, delete_topology, host_report
 from journal_backends import PG_URL, pg_execute
 
 from actorsched import HostReport, RequestSpec
@@ -52,16 +52,8 @@ def spec(i: int) -> RequestSpec:
 
 
 def host(i: int) -> HostReport:
-    return HostReport(
-        host=f"h{i:02d}",
-        generation=1,
-        memory_mb=HOST_RAM,
-        memory_mb_used=0,
-        vcpus=64,
-        vcpus_used=0,
-        local_gb=1000,
-        local_gb_used=0,
-    )
+    """Host ``h<i>``: HOST_RAM, 64 vCPUs, 1 TB, nothing used."""
+    return host_report(f"h{i:02d}", memory_mb=HOST_RAM)
 
 
 @dataclass
