@@ -134,15 +134,16 @@ def capture(core: SchedulerCore) -> CoreImage:
     """
     table = core.table
     n = table.n
+    names, host_traits = table.shared_lists()  # copy-on-write: never written after this
     return CoreImage(
         rows=sorted(table.row_of.values()),
-        names=list(table.name_of[:n]),
+        names=names,  # indexed by rows below n only
         columns={col: table.ints[col][:n].copy() for col, _ in _REPORTED},
         reported_at=table.floats["reported_at"][:n].copy(),
         enabled=table.enabled[:n].copy(),
         zone=table.zone[:n].copy(),
         zone_names=list(table.zone_names),
-        host_traits=list(table.host_traits[:n]),
+        host_traits=host_traits,
         listed=dict(core._listed),
         claims=[(c, c.confirmed) for c in core.ledger.claims.values()],
         released={row: dict(credits) for row, credits in core.ledger.released.items()},

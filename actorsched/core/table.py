@@ -118,6 +118,9 @@ class HostTable:
         self.trait_bits: dict[str, int] = {}
         self.trait_names: list[str] = []
         self.host_traits: list[tuple[str, ...]] = []
+        # True while a reader holds name_of and host_traits themselves
+        # (shared_lists): the next write copies both first
+        self._lists_shared = False
         # one tuple per distinct set a row reported: every name in a known set is known
         self.trait_sets: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.active: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
@@ -185,6 +188,7 @@ class HostTable:
         derived = np.zeros((len(self._derived_empty), capacity), dtype=np.float64)
         derived[:, :old] = self.derived[:, :old]
         self._bind(derived)
+        self._own_lists()
         self.name_of.extend([None] * (capacity - old))
         self.host_traits.extend([()] * (capacity - old))
         self._capacity = capacity
@@ -226,6 +230,7 @@ class HostTable:
             for name in _FLOAT_COLUMNS:
                 self.floats[name][row] = -np.inf
         self.row_of[host] = row
+        self._own_lists()
         self.name_of[row] = host
         self.active[row] = True
         self.count += 1
@@ -236,6 +241,7 @@ class HostTable:
         host = self.name_of[row]
         assert host is not None
         del self.row_of[host]
+        self._own_lists()
         self.name_of[row] = None
         self.host_traits[row] = ()
         self.active[row] = False
@@ -302,7 +308,25 @@ class HostTable:
         names = self.trait_sets.setdefault(names, names)
         mask = self.trait_mask(names, create=True)
         self.traits[row] = mask
+        self._own_lists()
         self.host_traits[row] = names
+
+    def shared_lists(self) -> tuple[list[str | None], list[tuple[str, ...]]]:
+        """``name_of`` and ``host_traits`` themselves, not copies (copy-on-write).
+
+        A million-entry list costs the owner about 20 ms to copy; handing it
+        out costs nothing. The table copies both before its next write to
+        either, so what the reader holds never changes. Index them only below
+        the ``n`` of the moment they were taken.
+        """
+        self._lists_shared = True
+        return self.name_of, self.host_traits
+
+    def _own_lists(self) -> None:
+        if self._lists_shared:
+            self.name_of = list(self.name_of)
+            self.host_traits = list(self.host_traits)
+            self._lists_shared = False
 
     # -- figures ----------------------------------------------------------
 

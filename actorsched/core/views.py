@@ -5,7 +5,9 @@ Rules this module keeps:
 * :func:`capture_host_states` is the only function here that reads the
   table, and it copies columns (a slice of rows, or all of them), never
   builds a per-host object: at 1,000,000 hosts the owner pays for a few
-  array copies, not for a million pydantic objects.
+  array copies, not for a million pydantic objects. The host names and
+  trait lists are not copied at all: the table hands them out
+  copy-on-write (:meth:`HostTable.shared_lists`).
 * A :class:`HostStatesImage` holds nothing the table mutates later, so
   :meth:`HostStatesImage.states` may run on another thread (or task) while
   the owner goes on.
@@ -47,14 +49,25 @@ class HostStatesImage:
     """Copies of the figures of rows ``[start, start + len(names))``; ``next_row`` pages on."""
 
     start: int
-    names: list[str | None]
+    stop: int
+    names_list: list[str | None]  # the table's own list (copy-on-write): read [start, stop)
     raw: NDArray[np.int64]  # the table's integer columns, rows by columns
     floats: dict[str, NDArray[np.float64]]
     enabled: NDArray[np.bool_]
     zone: NDArray[np.int32]
     zone_names: list[str]
-    traits: list[tuple[str, ...]]
+    traits_list: list[tuple[str, ...]]  # as names_list
     next_row: int | None  # the start of the next page, None after the last
+
+    @property
+    def names(self) -> list[str | None]:
+        """The host of each row of the image (None for a free row)."""
+        return self.names_list[self.start : self.stop]
+
+    @property
+    def traits(self) -> list[tuple[str, ...]]:
+        """The traits of each row of the image."""
+        return self.traits_list[self.start : self.stop]
 
     def __len__(self) -> int:
         """Hosts in this image (free rows do not count)."""
@@ -67,6 +80,7 @@ class HostStatesImage:
         zone_names = [*self.zone_names, None]  # zone id -1: none
         zones = self.zone.tolist()
         enabled = self.enabled.tolist()
+        traits = self.traits
         out: dict[str, HostState] = {}
         for k, host in enumerate(self.names):
             if host is None:
@@ -76,7 +90,7 @@ class HostStatesImage:
                 generation=i["generation"][k],
                 enabled=enabled[k],
                 availability_zone=zone_names[zones[k]],
-                traits=list(self.traits[k]),
+                traits=list(traits[k]),
                 memory_mb=i["mem_total"][k],
                 memory_mb_reserved=i["mem_reserved"][k],
                 free_ram_mb=int(f["free_ram"][k]),
@@ -102,14 +116,16 @@ def capture_host_states(
     begin = min(start, n)
     stop = n if limit is None else min(n, begin + limit)
     rows = slice(begin, stop)
+    names, traits = table.shared_lists()  # not copied: the table copies on its next write
     return HostStatesImage(
         start=begin,
-        names=table.name_of[rows],  # a slice of a list is a new list
+        stop=stop,
+        names_list=names,
         raw=table.raw[rows].copy(),  # one block copy: faster than a column at a time
         floats={name: table.floats[name][rows].copy() for name in _FLOATS},
         enabled=table.enabled[rows].copy(),
         zone=table.zone[rows].copy(),
         zone_names=list(table.zone_names),
-        traits=table.host_traits[rows],
+        traits_list=traits,
         next_row=stop if stop < n else None,
     )

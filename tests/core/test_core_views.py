@@ -67,3 +67,32 @@ def test_a_page_past_the_end_is_empty_and_last() -> None:
     assert image.next_row is None
     with pytest.raises(ValueError, match="page"):
         capture_host_states(core.table, -1, 10)
+
+
+def test_host_names_and_traits_are_copied_on_write_not_shared_after_it() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", traits=["SSD"]), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    image = capture_host_states(core.table)
+    assert image.names_list is core.table.name_of  # handed out, not copied
+    core.remove_host("h1", 2.0)  # frees row 0
+    core.update_host(make_report("h3", traits=["GPU"]), 3.0)  # reuses it
+    core.update_host(make_report("h2", generation=2, traits=["NVME"]), 3.0)
+    assert image.names_list is not core.table.name_of  # the first write copied
+    states = image.states()
+    assert sorted(states) == ["h1", "h2"]
+    assert states["h1"].traits == ["SSD"]
+    assert states["h2"].traits == []
+    assert core.table.state(core.table.row_of["h3"]).traits == ["GPU"]
+
+
+def test_a_snapshot_image_keeps_the_names_of_its_moment() -> None:
+    from actorsched.core.snapshot import capture
+
+    core = make_core()
+    core.update_host(make_report("h1", traits=["SSD"]), 1.0)
+    image = capture(core)
+    core.remove_host("h1", 2.0)
+    core.update_host(make_report("h9", traits=["GPU"]), 3.0)
+    assert image.names[0] == "h1"
+    assert image.host_traits[0] == ("SSD",)
