@@ -177,6 +177,20 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             else "",
         )
     )
+    bodies = results.get("body_flood")
+    rows.append(
+        _target(
+            "body flood: serve's peak RSS growth",
+            "<= 64 MiB",
+            bodies["peak_rss_growth_mib"] if bodies else None,
+            bodies["peak_rss_growth_mib"] <= 64 if bodies else None,
+            f"{bodies['bodies']} bodies of {bodies['body_mib']} MiB over --max-body-bytes 1 MiB, "
+            f"each cut to its head as it arrived; the same flood read whole "
+            f"(cap above the bodies): +{bodies['uncapped_peak_rss_growth_mib']:.0f} MiB"
+            if bodies
+            else "",
+        )
+    )
     failover = results.get("failover")
     beyond = failover["beyond_broker_p99_s"] if failover else None
     rows.append(
@@ -297,7 +311,7 @@ def format_summary(results: dict[str, Any]) -> str:
             f"memory, {memory['hosts']:,.0f} hosts: +{memory['rss_delta_mib']:.1f} MiB "
             f"(process {memory['rss_before_mib']:.0f} -> {memory['rss_after_mib']:.0f} MiB)"
         )
-    for key in ("journal", "amqp", "failover", "host_states_stall", "trait_flood"):
+    for key in ("journal", "amqp", "failover", "host_states_stall", "trait_flood", "body_flood"):
         part = results.get(key)
         if part:
             shown = ", ".join(f"{k} {_shown(v)}" for k, v in part.items())

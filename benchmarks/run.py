@@ -49,7 +49,7 @@ from actorsched.core import SchedulerCore
 
 from . import integrations
 from .failover import failover
-from .hostile import trait_flood
+from .hostile import body_flood, trait_flood
 from .measure import (
     RunStats,
     count_over_capacity,
@@ -408,7 +408,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n = 1 + len(plan.hosts) * (len(plan.concurrency) * plan.repeat + 1 + baselines) + 1
     n += 0 if args.no_memory else 1
     n += 0 if args.no_journal else 1
-    n += 0 if args.no_amqp else 1
+    n += 0 if args.no_amqp else 2
     n += 0 if args.no_failover else 1
     n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
@@ -538,6 +538,19 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     64,
                     max(plan.seconds, 0.5 if args.quick else 3.0),
                     notes,
+                ),
+            )
+            progress.advance()
+
+            flood = (4, 16) if args.quick else (16, 64)
+            progress.step(f"body flood: {flood[0]} bodies of {flood[1]} MiB sent to serve")
+            results["body_flood"] = await _optional(
+                "body flood",
+                notes,
+                body_flood(
+                    os.environ.get("ACTORSCHED_AMQP_URL", DEFAULT_AMQP_URL),
+                    bodies=flood[0],
+                    body_mib=flood[1],
                 ),
             )
             progress.advance()

@@ -88,7 +88,7 @@ def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
 def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
-    assert len(targets) == 11  # the core and journal issues', fail-over, stall, trait flood
+    assert len(targets) == 12  # the core and journal issues', fail-over, stall, two floods
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
@@ -176,3 +176,14 @@ def test_the_trait_flood_was_refused_past_the_vocabulary(results: dict[str, obje
     assert flood["reports"] == 200
     assert flood["refused"] == 199
     assert flood["vocabulary"] == 1_000
+
+
+@pytest.mark.amqp
+async def test_the_body_flood_is_cut_to_heads_and_the_baseline_reads_it_whole() -> None:
+    from benchmarks.hostile import body_flood
+
+    flood = await body_flood(AMQP_URL, bodies=2, body_mib=24)
+    # a measurement, not a timing: cut, two 24 MiB bodies add next to nothing;
+    # read whole (the baseline), at least one of them is resident at once
+    assert flood["peak_rss_growth_mib"] < 16
+    assert flood["uncapped_peak_rss_growth_mib"] > 24

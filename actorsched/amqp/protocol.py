@@ -327,11 +327,14 @@ def decode_request(
     *,
     content_type: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_size: int | None = None,
 ) -> tuple[Operation, BaseModel]:
     """Check one delivery and return its operation and request model.
 
     Raises :class:`BadMessage` with the reason when the delivery can never
-    be handled.
+    be handled. ``body_size`` is the size the delivery declared, when
+    ``body`` holds only its head (the service never reads an oversized body
+    whole).
 
     >>> op, req = decode_request("release", b'{"instance_uuid": "vm-1"}')
     >>> op.name, req
@@ -341,10 +344,11 @@ def decode_request(
     ...
     actorsched.amqp.protocol.BadMessage: body repeats the JSON key 'instance_uuid'; ...
     """
-    if len(body) > max_body_bytes:
+    size = len(body) if body_size is None else body_size
+    if size > max_body_bytes:
         raise BadMessage(
             "too-large",
-            f"body is {len(body)} bytes, over the limit of {max_body_bytes}; "
+            f"body is {size} bytes, over the limit of {max_body_bytes}; "
             "send smaller messages or raise the service's --max-body-bytes",
         )
     op = OPERATIONS.get(op_name or "")

@@ -81,6 +81,7 @@ from ..errors import InvalidRequest, SchedulerError, SchedulerStopped
 from ..journal import DEFAULT_SHARD, JournalError, JournalUnavailable, open_journal
 from ..models import SchedulerConfig
 from ..scheduler import DEFAULT_FOLLOW_INTERVAL, Scheduler
+from .bodies import BodyCappedChannel, BodyCappedConnection
 from .metrics import MetricsServer, ServiceMetrics
 from .protocol import (
     BATCH,
@@ -314,10 +315,15 @@ class SchedulerService:
             self.url,
             reconnect_interval=self._reconnect_interval,
             client_properties={"connection_name": f"actorsched serve {self.queue}"},
+            connection_class=BodyCappedConnection,
         )
         try:
-            channel = await self._connection.channel(publisher_confirms=True)
-            assert isinstance(channel, AbstractRobustChannel)
+            channel = self._connection.channel(publisher_confirms=True)
+            assert isinstance(channel, BodyCappedChannel)
+            # a body over the cap is never held whole, on this channel and its reopens
+            channel.max_body_bytes = self.max_body_bytes
+            channel.keep = _DEAD_LETTER_KEEP
+            await channel
             self._channel = channel
             await channel.set_qos(prefetch_count=self.prefetch)
             dlx_name, dead_name = dead_letter_names(self.queue)
@@ -369,7 +375,7 @@ class SchedulerService:
             left = deadline - time.monotonic()
             if left <= 0:
                 log.error(
-                    "%d deliveries still in flight after %.0fs; the broker will deliver them again",
+                    "%d deliveries still in flight after %gs; the broker will deliver them again",
                     len(self._tasks),
                     self._drain_timeout,
                 )
@@ -497,11 +503,13 @@ class SchedulerService:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         # our own task (not aiormq's, which the channel cancels when it closes)
         # so that stop() can wait for every delivery it accepted
-        task = asyncio.create_task(self._handle(message))
+        # the declared size of a body cut to its head (BodyCappedChannel), taken
+        # now so that no mark outlives its delivery
+        task = asyncio.create_task(self._handle(message, self._cut_size(message)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, message: AbstractIncomingMessage) -> None:
+    async def _handle(self, message: AbstractIncomingMessage, cut: int | None) -> None:
         started = time.perf_counter()
         self.accepted += 1
         op_label = message.type if message.type in OPERATIONS else "unknown"
@@ -509,7 +517,7 @@ class SchedulerService:
         metrics.in_flight.inc()
         items: list[tuple[str, str]] = []  # (op, outcome) of each item of a batch
         try:
-            outcome = await self._process(message, items)
+            outcome = await self._process(message, items, cut)
         finally:
             metrics.in_flight.dec()
         elapsed = time.perf_counter() - started
@@ -537,7 +545,9 @@ class SchedulerService:
             for _ in range(count):
                 observe(elapsed)
 
-    async def _process(self, message: AbstractIncomingMessage, items: list[tuple[str, str]]) -> str:
+    async def _process(
+        self, message: AbstractIncomingMessage, items: list[tuple[str, str]], cut: int | None
+    ) -> str:
         if not self._active and not await self._begin_term(message):
             return await self._give_back(message)
         try:
@@ -546,9 +556,10 @@ class SchedulerService:
                 message.body,
                 content_type=message.content_type,
                 max_body_bytes=self.max_body_bytes,
+                body_size=cut,
             )
         except BadMessage as bad:
-            return await self._dead_letter(message, bad)
+            return await self._dead_letter(message, bad, cut)
         if op.name == BATCH:
             assert isinstance(request, BatchRequest)
             return await self._process_batch(message, request, items)
@@ -734,7 +745,15 @@ class SchedulerService:
             self.ack_failures += 1
         return "requeued"
 
-    async def _dead_letter(self, message: AbstractIncomingMessage, bad: BadMessage) -> str:
+    def _cut_size(self, message: AbstractIncomingMessage) -> int | None:
+        channel = self._channel
+        if not isinstance(channel, BodyCappedChannel):
+            return None
+        return channel.cut_size(message.delivery_tag)
+
+    async def _dead_letter(
+        self, message: AbstractIncomingMessage, bad: BadMessage, cut: int | None = None
+    ) -> str:
         log.warning(
             "dead-lettering a bad %r message (correlation_id %s, reason %s): %s",
             message.type,
@@ -748,9 +767,9 @@ class SchedulerService:
         headers[REASON_HEADER] = bad.reason
         headers[ERROR_HEADER] = str(bad)[:1000]
         body = message.body
-        if len(body) > _DEAD_LETTER_KEEP:
+        if cut is not None or len(body) > _DEAD_LETTER_KEEP:
             # the dead-letter queue keeps the reason and the head, not a flood's worth
-            headers[TRUNCATED_HEADER] = len(body)
+            headers[TRUNCATED_HEADER] = len(body) if cut is None else cut
             body = body[:_DEAD_LETTER_KEEP]
         copy = aio_pika.Message(
             body,

@@ -123,12 +123,14 @@ class HeldDelivery:
         self._process = service._process
         service._process = self._hold  # type: ignore[method-assign]
 
-    async def _hold(self, message: AbstractIncomingMessage, items: list[tuple[str, str]]) -> str:
+    async def _hold(
+        self, message: AbstractIncomingMessage, items: list[tuple[str, str]], cut: int | None
+    ) -> str:
         if self.armed:
             self.armed = False
             self.held.set()
             await self._release.wait()
-        return await self._process(message, items)
+        return await self._process(message, items, cut)
 
     def release(self) -> None:
         self._release.set()
