@@ -154,9 +154,12 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         _target(
             "host_states owner step, 1,000,000 hosts",
             "<= 50 ms",
-            stall["owner_step_ms"] if stall else None,
-            stall["owner_step_ms"] <= 50 if stall and stall["hosts"] >= 1_000_000 else None,
-            f"the columns copied in the owner (max {stall['owner_step_max_ms']:.0f} ms); the "
+            stall["owner_step_max_ms"] if stall else None,
+            stall["owner_step_max_ms"] <= 50 if stall and stall["hosts"] >= 1_000_000 else None,
+            f"the slowest of the steps; the columns copied in the owner into room allocated "
+            f"beforehand (median {stall['owner_step_ms']:.0f} ms; into fresh memory "
+            f"{stall['owner_step_fresh_memory_ms']:.0f} ms, max "
+            f"{stall['owner_step_fresh_memory_max_ms']:.0f} ms); the "
             f"objects built outside it in {stall['build_outside_s']:.1f} s; all built in the "
             f"owner step as before: about {stall['old_owner_step_s']:.1f} s"
             if stall

@@ -40,7 +40,7 @@ from .filters import (
 )
 from .ledger import Claim, ClaimLedger
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
-from .views import capture_host_states
+from .views import ImageBuffers, capture_host_states
 from .weighers import ColumnWeigher, HostWeigher, SoftGroupWeigher, builtin_weighers
 
 __all__ = [
@@ -119,6 +119,7 @@ class GetHostStates:
 
     start: int = 0
     limit: int | None = None
+    into: ImageBuffers | None = None  # room the caller allocated (off the owner)
 
 
 Command = UpdateHost | UpdateHosts | SelectDestinations | Release | RemoveHost | GetHostStates
@@ -231,7 +232,7 @@ class SchedulerCore:
         if isinstance(command, RemoveHost):
             return self.remove_host(command.host, now)
         if isinstance(command, GetHostStates):
-            return capture_host_states(self.table, command.start, command.limit)
+            return capture_host_states(self.table, command.start, command.limit, command.into)
         raise InvalidRequest(f"unknown command {type(command).__name__!r}")
 
     # -- host reports -----------------------------------------------------

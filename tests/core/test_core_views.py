@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import make_core, make_report, make_spec
 
@@ -96,3 +97,22 @@ def test_a_snapshot_image_keeps_the_names_of_its_moment() -> None:
     core.update_host(make_report("h9", traits=["GPU"]), 3.0)
     assert image.names[0] == "h1"
     assert image.host_traits[0] == ("SSD",)
+
+
+def test_an_image_copies_into_room_given_beforehand_and_falls_back_when_it_is_short() -> None:
+    from actorsched.core.views import ImageBuffers
+
+    core = make_core()
+    for i in range(5):
+        core.update_host(make_report(f"h{i}", memory_mb_used=100 * i), 1.0)
+    expected = capture_host_states(core.table).states()
+    room = ImageBuffers.for_rows(8)
+    image = core.handle(GetHostStates(into=room), 2.0)
+    assert isinstance(image, HostStatesImage)
+    assert np.shares_memory(image.raw, room.raw)  # copied into the room, no new arrays
+    assert image.states() == expected
+    short = ImageBuffers.for_rows(2)
+    image = core.handle(GetHostStates(into=short), 2.0)
+    assert isinstance(image, HostStatesImage)
+    assert not np.shares_memory(image.raw, short.raw)
+    assert image.states() == expected
