@@ -5,8 +5,8 @@
 
 from .client import SchedulerClient
 from .metrics import MetricsServer, ServiceMetrics
-from .protocol import OPERATIONS, BadMessage
-from .service import DEFAULT_QUEUE, DEFAULT_URL, SchedulerService
+from .protocol import DEFAULT_QUEUE, DEFAULT_URL, OPERATIONS, BadMessage
+from .service import SchedulerService
 
 __all__ = [
     "DEFAULT_QUEUE",

@@ -43,6 +43,8 @@ from .protocol import (
     CONTENT_TYPE,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PAGE_HOSTS,
+    DEFAULT_QUEUE,
+    DEFAULT_URL,
     MAX_BATCH_ITEMS,
     OPERATIONS,
     HostReportResult,
@@ -56,7 +58,6 @@ from .protocol import (
     decode_batch_reply,
     decode_reply,
 )
-from .service import DEFAULT_QUEUE, DEFAULT_URL
 
 __all__ = ["SchedulerClient"]
 

@@ -42,12 +42,20 @@ from ..models import HostReport, HostState, Name, RequestSpec, Selection
 __all__ = [
     "BATCH",
     "CONTENT_TYPE",
+    "DEFAULT_DELIVERY_LIMIT",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_REPLY_BYTES",
     "DEFAULT_PAGE_HOSTS",
+    "DEFAULT_PREFETCH",
+    "DEFAULT_QUEUE",
+    "DEFAULT_URL",
+    "ERROR_HEADER",
     "MAX_BATCH_ITEMS",
     "MAX_PAGE_HOSTS",
     "OPERATIONS",
     "REASONS",
+    "REASON_HEADER",
+    "TRUNCATED_HEADER",
     "BadMessage",
     "BatchItem",
     "BatchRequest",
@@ -62,6 +70,7 @@ __all__ = [
     "RemoveHostRequest",
     "RemoveHostResult",
     "WireError",
+    "dead_letter_names",
     "decode_batch_item",
     "decode_batch_reply",
     "decode_reply",
@@ -70,10 +79,47 @@ __all__ = [
     "encode_error",
     "encode_ok",
     "json_schema",
+    "queue_arguments",
 ]
 
 CONTENT_TYPE = "application/json"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+# -- the queue topology and defaults both ends share ----------------------------
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+DEFAULT_QUEUE = "actorsched.requests"
+DEFAULT_PREFETCH = 256
+# RabbitMQ 3.10 quorum queues have no delivery limit by default: a message
+# that crashes its consumer would then come back forever.
+DEFAULT_DELIVERY_LIMIT = 5
+# The largest reply the service builds: under RabbitMQ's message limit with room
+# to spare, and a bound on what one request can make the service hold.
+DEFAULT_MAX_REPLY_BYTES = 8 * 2**20
+# headers of a dead letter: why it was refused, the error, a cut body's size
+REASON_HEADER = "x-actorsched-reason"
+ERROR_HEADER = "x-actorsched-error"
+TRUNCATED_HEADER = "x-actorsched-truncated"
+
+
+def dead_letter_names(queue: str) -> tuple[str, str]:
+    """The dead-letter exchange and queue of ``queue``: ``<queue>.dlx``, ``<queue>.dead``."""
+    return f"{queue}.dlx", f"{queue}.dead"
+
+
+def queue_arguments(queue: str, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) -> dict[str, Any]:
+    """The arguments the request queue is declared with (a client must match them).
+
+    ``x-single-active-consumer``: however many services consume the queue,
+    the broker delivers to one of them at a time (the active owner).
+    """
+    return {
+        "x-queue-type": "quorum",
+        "x-dead-letter-exchange": dead_letter_names(queue)[0],
+        "x-delivery-limit": delivery_limit,
+        "x-single-active-consumer": True,
+    }
+
+
 BATCH = "batch"
 # Items in one ``batch`` message at most (the body-size cap applies as well).
 MAX_BATCH_ITEMS = 1_000

@@ -86,8 +86,16 @@ from .metrics import MetricsServer, ServiceMetrics
 from .protocol import (
     BATCH,
     CONTENT_TYPE,
+    DEFAULT_DELIVERY_LIMIT,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_PREFETCH,
+    DEFAULT_QUEUE,
+    DEFAULT_URL,
+    ERROR_HEADER,
     OPERATIONS,
+    REASON_HEADER,
+    TRUNCATED_HEADER,
     BadMessage,
     BatchRequest,
     HostReportResult,
@@ -96,11 +104,13 @@ from .protocol import (
     Operation,
     ReleaseResult,
     RemoveHostResult,
+    dead_letter_names,
     decode_batch_item,
     decode_request,
     encode_batch_ok,
     encode_error,
     encode_ok,
+    queue_arguments,
 )
 
 __all__ = [
@@ -119,23 +129,11 @@ __all__ = [
 
 log = logging.getLogger("actorsched.amqp.service")
 
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
-DEFAULT_QUEUE = "actorsched.requests"
-DEFAULT_PREFETCH = 256
-# RabbitMQ 3.10 quorum queues have no delivery limit by default: a message
-# that crashes its consumer would then come back forever.
-DEFAULT_DELIVERY_LIMIT = 5
-REASON_HEADER = "x-actorsched-reason"
 # refused items of one batch named in its one log line; the rest are counted
 _LOGGED_REFUSALS = 3
-ERROR_HEADER = "x-actorsched-error"
-# The largest reply the service builds: under RabbitMQ's message limit with room
-# to spare, and a bound on what one request can make this process hold.
-DEFAULT_MAX_REPLY_BYTES = 8 * 2**20
 # what one HostState weighs in JSON, about (no traits), and any other reply
 _HOST_STATE_BYTES = 360
 _SMALL_REPLY_BYTES = 512
-TRUNCATED_HEADER = "x-actorsched-truncated"  # the size of a body cut for the dead letters
 # bytes of a bad body kept in its dead letter: enough to tell what it was
 _DEAD_LETTER_KEEP = 4_096
 
@@ -146,25 +144,6 @@ _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
-
-
-def dead_letter_names(queue: str) -> tuple[str, str]:
-    """The dead-letter exchange and queue of ``queue``: ``<queue>.dlx``, ``<queue>.dead``."""
-    return f"{queue}.dlx", f"{queue}.dead"
-
-
-def queue_arguments(queue: str, delivery_limit: int = DEFAULT_DELIVERY_LIMIT) -> dict[str, Any]:
-    """The arguments the request queue is declared with (a client must match them).
-
-    ``x-single-active-consumer``: however many services consume the queue,
-    the broker delivers to one of them at a time (the active owner).
-    """
-    return {
-        "x-queue-type": "quorum",
-        "x-dead-letter-exchange": dead_letter_names(queue)[0],
-        "x-delivery-limit": delivery_limit,
-        "x-single-active-consumer": True,
-    }
 
 
 def _channel_open(message: AbstractIncomingMessage) -> bool:
