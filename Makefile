@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench bench-instructions rabbitmq postgresql serve clean
+.PHONY: demo test lint typecheck pytest bench bench-instructions mutate rabbitmq postgresql serve clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,14 @@ bench: $(STAMP) rabbitmq postgresql
 bench-instructions: $(STAMP)
 	$(PY) -m benchmarks.instructions
 
+# A seeded sample of mutants of actorsched/core/ against the fast tests (mutmut;
+# scripts/mutate.py says how and why). Not part of `make test`: a few minutes.
+mutate: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[mutate]'
+	$(PY) scripts/mutate.py $(MUTATE_ARGS)
+
 serve: $(STAMP) rabbitmq
 	$(VENV)/bin/actorsched serve
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache mutants
