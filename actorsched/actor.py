@@ -14,7 +14,10 @@ Rules this module keeps:
   (``ask(wait=True)``, :meth:`Owner.send`) waits unsent for a place in the
   line, in order, and one that gives up while unsent sends nothing. Each of
   those holds its caller's task: they are as many as the caller runs at once
-  (the AMQP service: at most one per delivery in flight).
+  (the AMQP service: at most one per delivery in flight). Between owner
+  steps a message waits in line only while the mailbox is full, and a
+  sender waits unsent only while the line is full too: a send that finds
+  room in the mailbox overtakes nobody, which keeps the fast path one check.
 * Each message travels in an :class:`Envelope` with the future that answers
   it. A message whose handler raises fails its own caller; the owner goes on.
 * ``stop`` is itself a message, so everything sent before it is handled.
@@ -130,7 +133,7 @@ class Owner:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="actorsched-owner")
         self._task.add_done_callback(self._on_owner_done)
 
-    def ask(self, command: Command, *, wait: bool = False) -> asyncio.Future[object]:
+    def ask(self, command: Command, wait: bool = False) -> asyncio.Future[object]:
         """Send ``command``; the future this returns gives its result (or raises its error).
 
         A plain function: the message is sent by the time it returns (into
@@ -189,17 +192,15 @@ class Owner:
 
     def _try_send(self, envelope: Envelope) -> bool:
         """Send as :meth:`_send` does, but say False instead of raising past the bound."""
-        if self._blocked:  # unsent senders are ahead: wait behind them
-            return False
         waiting = self._waiting
-        if not waiting:
+        if not waiting:  # then nobody waits unsent either, unless the mailbox is full
             try:
                 self._queue.put_nowait(envelope)
                 return True
             except asyncio.QueueFull:
                 pass
-        if len(waiting) >= self._max_waiting:
-            return False
+        if self._blocked or len(waiting) >= self._max_waiting:
+            return False  # unsent senders are ahead, or the line is full: wait
         waiting.append(envelope)
         return True
 

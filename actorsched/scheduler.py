@@ -376,16 +376,15 @@ class Scheduler:
         waits sends nothing. Raises as :meth:`submit` otherwise.
         """
         _check_command(command)
-        self._ask_check()
-        assert self._owner is not None
-        return await self._owner.send(command)
+        return await self._running_owner().send(command)
 
     def _ask(self, command: Command, wait: bool = True) -> asyncio.Future[object]:
-        self._ask_check()
-        assert self._owner is not None
-        return self._owner.ask(command, wait=wait)
+        owner = self._owner
+        if owner is None or self._stopped or self._role == "standby":
+            owner = self._running_owner()  # raises the error that says which
+        return owner.ask(command, wait)
 
-    def _ask_check(self) -> None:
+    def _running_owner(self) -> Owner:
         if self._role == "standby":
             raise NotActive(
                 "this scheduler is a standby: it follows the journal and answers once "
@@ -395,6 +394,7 @@ class Scheduler:
             raise SchedulerStopped(
                 "the scheduler is not running: use `async with Scheduler() as s` or await start()"
             )
+        return self._owner
 
     # -- the API --------------------------------------------------------------
 
