@@ -373,7 +373,9 @@ class Scheduler:
         waits (unsent, first come first served) instead of raising
         MailboxFull. Feeding commands one after the other through it holds
         at most one of them waiting at a time. A caller cancelled while it
-        waits sends nothing. Raises as :meth:`submit` otherwise.
+        waits sends nothing (once it has its place, the command is sent, as
+        any call whose caller gives up). Raises as :meth:`submit` otherwise,
+        and SchedulerStopped when the scheduler stops before it got a place.
         """
         _check_command(command)
         return await self._running_owner().send(command)
