@@ -149,11 +149,17 @@ class Owner:
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
-        if wait:
-            if not self._try_send(envelope):
-                self._blocked.append((envelope, None))
-        else:
-            self._send(envelope)
+        if not self._waiting:  # nobody in line: nobody unsent either, unless the mailbox is full
+            try:
+                self._queue.put_nowait(envelope)
+                return envelope.future
+            except asyncio.QueueFull:  # backpressure: wait for room, first come first served
+                pass
+        if not self._get_in_line(envelope):
+            if not wait:
+                self.stats.refused += 1
+                raise self._full()
+            self._blocked.append((envelope, None))
         return envelope.future
 
     async def send(self, command: Command) -> asyncio.Future[object]:
@@ -169,39 +175,27 @@ class Owner:
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
-        if not self._try_send(envelope):
+        if not self._waiting:
+            try:
+                self._queue.put_nowait(envelope)
+                return envelope.future
+            except asyncio.QueueFull:
+                pass
+        if not self._get_in_line(envelope):
             placed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._blocked.append((envelope, placed))
             await placed  # cancelled here, the command is never sent
         return envelope.future
 
-    def _send(self, envelope: Envelope) -> None:
-        waiting = self._waiting
-        if not waiting:
-            try:
-                self._queue.put_nowait(envelope)
-                return
-            except asyncio.QueueFull:  # backpressure: wait for room, first come first served
-                pass
-        # a message that others wait for room ahead of gets in line behind them,
-        # or, past the bound (or behind unsent senders), is refused
-        if len(waiting) >= self._max_waiting or self._blocked:
-            self.stats.refused += 1
-            raise self._full()
-        waiting.append(envelope)
+    def _get_in_line(self, envelope: Envelope) -> bool:
+        """Put ``envelope`` last in line for room; False when the line is full.
 
-    def _try_send(self, envelope: Envelope) -> bool:
-        """Send as :meth:`_send` does, but say False instead of raising past the bound."""
-        waiting = self._waiting
-        if not waiting:  # then nobody waits unsent either, unless the mailbox is full
-            try:
-                self._queue.put_nowait(envelope)
-                return True
-            except asyncio.QueueFull:
-                pass
-        if self._blocked or len(waiting) >= self._max_waiting:
-            return False  # unsent senders are ahead, or the line is full: wait
-        waiting.append(envelope)
+        Also False while unsent senders wait: the line was full when they
+        came, and a new message never overtakes them.
+        """
+        if self._blocked or len(self._waiting) >= self._max_waiting:
+            return False
+        self._waiting.append(envelope)
         return True
 
     def _full(self) -> MailboxFull:
