@@ -4,7 +4,7 @@
 """
 
 from .core import HostFilter, HostWeigher, PerHostFilter, PlacementContext
-from .errors import InvalidRequest, NoValidHost, SchedulerError, SchedulerStopped
+from .errors import InvalidRequest, MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import (
     HostReport,
     HostState,
@@ -21,6 +21,7 @@ __all__ = [
     "HostState",
     "HostWeigher",
     "InvalidRequest",
+    "MailboxFull",
     "NoValidHost",
     "PerHostFilter",
     "PlacementContext",

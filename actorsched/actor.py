@@ -4,10 +4,20 @@ Rules this module keeps:
 
 * One asyncio task (the owner) calls the core; it never awaits while a
   message is being applied, so no caller can see a half-applied change.
-* The mailbox is a bounded ``asyncio.Queue``: when it is full, a message
-  waits for room with its caller (backpressure), in order of arrival: the
-  owner moves waiting messages into the room it frees, first come first
-  served, and a new message never overtakes one that waits.
+* The mailbox is a bounded ``asyncio.Queue`` (``mailbox_size``): when it is
+  full, a message waits in line for room (backpressure), in order of
+  arrival: the owner moves waiting messages into the room it frees, first
+  come first served, and a new message never overtakes one that waits.
+* The line is bounded too (``max_waiting``), as anyio's memory streams are.
+  Past it, a sender that cannot wait (:meth:`Owner.ask`) gets
+  :class:`MailboxFull` and nothing is sent; a sender that awaits
+  (``ask(wait=True)``, :meth:`Owner.send`) waits unsent for a place in the
+  line, in order, and one that gives up while unsent sends nothing. Each of
+  those holds its caller's task: they are as many as the caller runs at once
+  (the AMQP service: at most one per delivery in flight). Between owner
+  steps a message waits in line only while the mailbox is full, and a
+  sender waits unsent only while the line is full too: a send that finds
+  room in the mailbox overtakes nobody, which keeps the fast path one check.
 * Each message travels in an :class:`Envelope` with the future that answers
   it. A message whose handler raises fails its own caller; the owner goes on.
 * ``stop`` is itself a message, so everything sent before it is handled.
@@ -25,14 +35,17 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .core import Command, SchedulerCore
-from .errors import SchedulerError, SchedulerStopped
+from .errors import MailboxFull, SchedulerError, SchedulerStopped
+from .models import SchedulerConfig
 
 __all__ = ["BatchSink", "Envelope", "Owner"]
 
 log = logging.getLogger("actorsched.actor")
+
+_DEFAULT_MAX_WAITING: int = SchedulerConfig.model_fields["max_waiting"].default
 
 
 @dataclass(slots=True)
@@ -59,6 +72,7 @@ class _Stats:
     handled: int = 0
     failed: int = 0
     batches: int = 0
+    refused: int = 0  # sends refused with MailboxFull
 
 
 class Owner:
@@ -72,11 +86,20 @@ class Owner:
         max_batch: int,
         clock: Callable[[], float],
         sink: BatchSink | None = None,
+        max_waiting: int = _DEFAULT_MAX_WAITING,
     ) -> None:
+        if max_waiting < 0:
+            raise ValueError(f"max_waiting must be 0 or more, got {max_waiting}")
         self.core = core
         self._queue: asyncio.Queue[Envelope] = asyncio.Queue(mailbox_size)
-        # messages waiting for room in the mailbox, oldest first
+        # messages sent while the mailbox was full, waiting for room, oldest first
         self._waiting: collections.deque[Envelope] = collections.deque()
+        self._max_waiting = max_waiting
+        # awaiting senders past max_waiting, unsent, oldest first: the envelope and,
+        # for send(), the future that tells it the envelope got a place
+        self._blocked: collections.deque[tuple[Envelope, asyncio.Future[None] | None]] = (
+            collections.deque()
+        )
         self._max_batch = max_batch
         self._clock = clock
         self._sink = sink
@@ -92,8 +115,13 @@ class Owner:
 
     @property
     def waiting_for_room(self) -> int:
-        """Messages sent while the mailbox was full, waiting for room."""
+        """Messages sent while the mailbox was full, waiting for room (at most max_waiting)."""
         return len(self._waiting)
+
+    @property
+    def blocked_senders(self) -> int:
+        """Awaiting senders past max_waiting, waiting unsent for a place in the line."""
+        return len(self._blocked)
 
     @property
     def running(self) -> bool:
@@ -105,29 +133,82 @@ class Owner:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="actorsched-owner")
         self._task.add_done_callback(self._on_owner_done)
 
-    def ask(self, command: Command) -> asyncio.Future[object]:
+    def ask(self, command: Command, wait: bool = False) -> asyncio.Future[object]:
         """Send ``command``; the future this returns gives its result (or raises its error).
 
         A plain function: the message is sent by the time it returns (into
         the mailbox, or in line for room in it when the mailbox is full),
-        whether or not anyone awaits the future.
+        whether or not anyone awaits the future. When the line holds
+        ``max_waiting`` messages already, it raises :class:`MailboxFull` and
+        sends nothing; with ``wait=True`` (for a caller that awaits the
+        future at once) the message waits unsent for a place in the line
+        instead, and is never sent if the future is cancelled first.
         """
         if self._closed or self._task is None:
             raise SchedulerStopped(
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
-        self._send(envelope)
+        if not self._waiting:  # nobody in line: nobody unsent either, unless the mailbox is full
+            try:
+                self._queue.put_nowait(envelope)
+                return envelope.future
+            except asyncio.QueueFull:  # backpressure: wait for room, first come first served
+                pass
+        if not self._get_in_line(envelope):
+            if not wait:
+                self.stats.refused += 1
+                raise self._full()
+            self._blocked.append((envelope, None))
         return envelope.future
 
-    def _send(self, envelope: Envelope) -> None:
-        if self._waiting:  # others wait for room: get in line behind them
-            self._waiting.append(envelope)
-            return
-        try:
-            self._queue.put_nowait(envelope)
-        except asyncio.QueueFull:  # backpressure: wait for room, first come first served
-            self._waiting.append(envelope)
+    async def send(self, command: Command) -> asyncio.Future[object]:
+        """Send ``command`` once it has a place (waiting for one), and return its future.
+
+        What :meth:`ask` does, except that past ``max_waiting`` it waits
+        (unsent, in order) instead of raising: a sender that feeds many
+        commands one after the other thus holds at most one waiting at a
+        time. Raises :class:`SchedulerStopped` if the owner stops first.
+        """
+        if self._closed or self._task is None:
+            raise SchedulerStopped(
+                "the scheduler is not running; start it (async with Scheduler())"
+            )
+        envelope = Envelope(command, asyncio.get_running_loop().create_future())
+        if not self._waiting:
+            try:
+                self._queue.put_nowait(envelope)
+                return envelope.future
+            except asyncio.QueueFull:
+                pass
+        if not self._get_in_line(envelope):
+            placed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._blocked.append((envelope, placed))
+            await placed  # cancelled here, the command is never sent
+        return envelope.future
+
+    def _get_in_line(self, envelope: Envelope) -> bool:
+        """Put ``envelope`` last in line for room; False when the line is full.
+
+        Also False while unsent senders wait: the line was full when they
+        came, and a new message never overtakes them.
+        """
+        if self._blocked or len(self._waiting) >= self._max_waiting:
+            return False
+        self._waiting.append(envelope)
+        return True
+
+    def _full(self) -> MailboxFull:
+        blocked = len(self._blocked)
+        return MailboxFull(
+            f"the scheduler's mailbox is full: {self._queue.maxsize} messages in it "
+            f"(SchedulerConfig.mailbox_size) and {len(self._waiting)} waiting in line for "
+            f"room (SchedulerConfig.max_waiting {self._max_waiting})"
+            + (f", and {blocked} awaiting callers wait for a place in that line" if blocked else "")
+            + "; nothing was sent. Await the call instead (the typed methods or "
+            "submit_when_room() wait for room), send fewer at once, or raise "
+            "SchedulerConfig.max_waiting"
+        )
 
     def _let_in(self) -> None:
         """Move waiting messages into the room the owner just made, oldest first."""
@@ -135,6 +216,27 @@ class Owner:
         queue = self._queue
         while waiting and not queue.full():
             queue.put_nowait(waiting.popleft())
+        if self._blocked:
+            self._place_blocked()
+
+    def _place_blocked(self) -> None:
+        """Give unsent senders the places left, oldest first (mailbox, then line)."""
+        blocked = self._blocked
+        waiting = self._waiting
+        queue = self._queue
+        while blocked:
+            if not waiting and not queue.full():
+                put: Callable[[Envelope], None] = queue.put_nowait
+            elif len(waiting) < self._max_waiting:
+                put = waiting.append
+            else:
+                return
+            envelope, placed = blocked.popleft()
+            if (envelope.future if placed is None else placed).done():
+                continue  # its caller gave up before it was sent: nothing to send
+            put(envelope)
+            if placed is not None:
+                placed.set_result(None)
 
     async def stop(self) -> None:
         """Handle everything sent so far, fail what comes after, wait for the owner."""
@@ -143,7 +245,12 @@ class Owner:
             return
         if not self._closed and not self._task.done():
             stop = Envelope(None, asyncio.get_running_loop().create_future())
-            self._send(stop)
+            # never refused: it may take one place past max_waiting, ahead of
+            # unsent senders (they were not sent before it, so they fail)
+            if self._waiting or self._queue.full():
+                self._waiting.append(stop)
+            else:
+                self._queue.put_nowait(stop)
             # a failed journal commit fails the stop message too: stopping still succeeds
             with contextlib.suppress(SchedulerError):
                 await stop.future
@@ -223,6 +330,9 @@ class Owner:
             _fail(env.future, _stopped())
         while self._waiting:
             _fail(self._waiting.popleft().future, _stopped())
+        while self._blocked:
+            envelope, placed = self._blocked.popleft()
+            _fail(envelope.future if placed is None else placed, _stopped())
 
     def _on_owner_done(self, task: asyncio.Task[None]) -> None:
         self._closed = True
@@ -235,7 +345,7 @@ def _stopped() -> SchedulerStopped:
     return SchedulerStopped("the scheduler stopped before it handled this call")
 
 
-def _fail(future: asyncio.Future[object], exc: BaseException) -> None:
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
     if not future.done():
         future.set_exception(exc)
 

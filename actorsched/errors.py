@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "InvalidRequest",
+    "MailboxFull",
     "NoValidHost",
     "NotActive",
     "SchedulerError",
@@ -52,13 +53,30 @@ class SchedulerStopped(SchedulerError):
     """The scheduler is stopped, or stopped before it could answer this call."""
 
 
+class MailboxFull(SchedulerError):
+    """The owner's mailbox and the line waiting for room in it are both full.
+
+    Raised by the calls that cannot wait (``Scheduler.submit``) instead of
+    letting messages pile up; nothing of the refused call was sent. The
+    message names both bounds and the setting to raise. Callers that await
+    (the typed methods, ``submit_when_room``) wait for room instead.
+    """
+
+
 class NotActive(SchedulerStopped):
     """This scheduler is a standby: it follows the journal and answers nothing yet."""
 
 
 _BY_NAME: dict[str, type[SchedulerError]] = {
     cls.__name__: cls
-    for cls in (SchedulerError, NoValidHost, InvalidRequest, SchedulerStopped, NotActive)
+    for cls in (
+        SchedulerError,
+        NoValidHost,
+        InvalidRequest,
+        MailboxFull,
+        SchedulerStopped,
+        NotActive,
+    )
 }
 
 

@@ -230,5 +230,8 @@ class SchedulerConfig(BaseModel):
     max_traits: int = Field(1_024, ge=1)  # distinct trait names ever reported
     max_zones: int = Field(1_024, ge=1)  # distinct availability zones ever reported
     mailbox_size: int = Field(1024, ge=1)
+    # messages that may wait in line for room while the mailbox is full; past
+    # it, submit() raises MailboxFull and awaiting callers wait unsent
+    max_waiting: int = Field(1024, ge=0)
     max_batch: int = Field(256, ge=1)
     seed: int | None = None

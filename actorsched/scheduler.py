@@ -284,6 +284,7 @@ class Scheduler:
         self._owner = Owner(
             self._core,
             mailbox_size=self.config.mailbox_size,
+            max_waiting=self.config.max_waiting,
             max_batch=self.config.max_batch,
             clock=self._clock,
             sink=journal if journal is not None else self._sink,
@@ -342,17 +343,50 @@ class Scheduler:
         """Send one core command; the future this returns gives its result or error.
 
         The typed methods below are the API. This is the path of a caller
-        that sends many commands at once (the AMQP service, for the items of
-        a batch): a plain call, with no coroutine or task per command, and
-        the command is sent by the time it returns (into the mailbox, or in
-        line for room in it), whether or not the future is awaited. Raises
+        that sends many commands at once: a plain call, with no coroutine or
+        task per command, and the command is sent by the time it returns
+        (into the mailbox, or in line for room in it), whether or not the
+        future is awaited. Because it cannot wait, it raises
+        :class:`MailboxFull` (and sends nothing) when the mailbox is full and
+        ``config.max_waiting`` messages already wait in line for room; await
+        :meth:`submit_when_room` to wait for a place instead. Raises
         InvalidRequest for what is not a command with payloads of the right
         types, and SchedulerStopped when the scheduler is not running.
+
+        >>> from actorsched import MailboxFull
+        >>> async def many(s: Scheduler, commands: list[Command]) -> list[object]:
+        ...     futures = []
+        ...     for command in commands:
+        ...         try:
+        ...             futures.append(s.submit(command))
+        ...         except MailboxFull:  # the line is full: wait for a place
+        ...             futures.append(await s.submit_when_room(command))
+        ...     return await asyncio.gather(*futures)
         """
         _check_command(command)
-        return self._ask(command)
+        return self._ask(command, False)
 
-    def _ask(self, command: Command) -> asyncio.Future[object]:
+    async def submit_when_room(self, command: Command) -> asyncio.Future[object]:
+        """Send one core command once it has a place, waiting for one; return its future.
+
+        :meth:`submit` for a caller that can wait: past ``max_waiting`` it
+        waits (unsent, first come first served) instead of raising
+        MailboxFull. Feeding commands one after the other through it holds
+        at most one of them waiting at a time. A caller cancelled while it
+        waits sends nothing (once it has its place, the command is sent, as
+        any call whose caller gives up). Raises as :meth:`submit` otherwise,
+        and SchedulerStopped when the scheduler stops before it got a place.
+        """
+        _check_command(command)
+        return await self._running_owner().send(command)
+
+    def _ask(self, command: Command, wait: bool = True) -> asyncio.Future[object]:
+        owner = self._owner
+        if owner is None or self._stopped or self._role == "standby":
+            owner = self._running_owner()  # raises the error that says which
+        return owner.ask(command, wait)
+
+    def _running_owner(self) -> Owner:
         if self._role == "standby":
             raise NotActive(
                 "this scheduler is a standby: it follows the journal and answers once "
@@ -362,7 +396,7 @@ class Scheduler:
             raise SchedulerStopped(
                 "the scheduler is not running: use `async with Scheduler() as s` or await start()"
             )
-        return self._owner.ask(command)
+        return self._owner
 
     # -- the API --------------------------------------------------------------
 
@@ -421,8 +455,16 @@ class Scheduler:
 
     @property
     def waiting_for_room(self) -> int:
-        """Messages sent while the mailbox was full, waiting in line for room."""
+        """Messages sent while the mailbox was full, waiting in line for room.
+
+        At most ``config.max_waiting`` (one more while the stop message waits).
+        """
         return self._owner.waiting_for_room if self._owner is not None else 0
+
+    @property
+    def blocked_senders(self) -> int:
+        """Awaiting callers past ``max_waiting``, waiting unsent for a place in the line."""
+        return self._owner.blocked_senders if self._owner is not None else 0
 
     @property
     def host_count(self) -> int:

@@ -332,6 +332,7 @@ def test_config_rejects_unknown_filter_with_a_clear_message() -> None:
         ("cpu_allocation_ratio", -1.0),
         ("service_down_time", 0.0),
         ("mailbox_size", 0),
+        ("max_waiting", -1),
         ("soft_affinity_weight_multiplier", -1.0),
     ],
 )

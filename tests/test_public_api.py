@@ -25,7 +25,9 @@ REQUIRED = {
 }
 # ... plus the documented plug-in protocol for custom filters and weighers.
 PLUGIN_PROTOCOL = {"HostFilter", "HostWeigher", "PerHostFilter", "PlacementContext"}
-EXPECTED = REQUIRED | PLUGIN_PROTOCOL
+# ... and what a caller that cannot wait gets from a full mailbox (issue 12).
+BOUNDS = {"MailboxFull"}
+EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS
 
 
 def test_all_is_exactly_the_public_api() -> None:
@@ -54,7 +56,12 @@ def test_star_import_gives_exactly_all() -> None:
 
 
 def test_errors_share_one_base() -> None:
-    for cls in (actorsched.NoValidHost, actorsched.InvalidRequest, actorsched.SchedulerStopped):
+    for cls in (
+        actorsched.NoValidHost,
+        actorsched.InvalidRequest,
+        actorsched.MailboxFull,
+        actorsched.SchedulerStopped,
+    ):
         assert issubclass(cls, actorsched.SchedulerError)
     assert issubclass(actorsched.SchedulerError, Exception)
 

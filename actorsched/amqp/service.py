@@ -15,6 +15,10 @@ Rules this module keeps:
   batch), it gets one reply with one reply object per item, and it is
   acked once every item is answered and that reply is confirmed. A bad
   item gets its own error; the others still run. Metrics count items.
+  Items go to the owner in order; when its mailbox and the line waiting
+  for room in it (``max_waiting``) are full, the batch waits for a place
+  item by item, so a delivery holds at most one item waiting unsent and
+  no batch is refused for its size (at most ``MAX_BATCH_ITEMS`` items).
 * Bad input (see :mod:`.protocol`) is answered with an error when it can
   be, copied to ``<queue>.dead`` with the reason in a header, acked, and
   logged once. It never reaches the scheduler and never stops the consumer.
@@ -77,7 +81,7 @@ from ..core import (
     UpdateHost,
 )
 from ..core.views import HostStatesImage
-from ..errors import InvalidRequest, SchedulerError, SchedulerStopped
+from ..errors import InvalidRequest, MailboxFull, SchedulerError, SchedulerStopped
 from ..journal import DEFAULT_SHARD, JournalError, JournalUnavailable, open_journal
 from ..models import SchedulerConfig
 from ..scheduler import DEFAULT_FOLLOW_INTERVAL, Scheduler
@@ -545,7 +549,7 @@ class SchedulerService:
         try:
             if (estimate := self._reply_estimate(op, request)) > self.max_reply_bytes:
                 raise self._too_large(op.name, estimate, "would be")
-            body = encode_ok(op, _result(op, await self._submit(op, request)))
+            body = encode_ok(op, _result(op, await (await self._submit(op, request))))
             if len(body) > self.max_reply_bytes:
                 raise self._too_large(op.name, len(body), "is")
             outcome = "ok"
@@ -565,10 +569,11 @@ class SchedulerService:
     async def _process_batch(
         self, message: AbstractIncomingMessage, batch: BatchRequest, items: list[tuple[str, str]]
     ) -> str:
-        # Every item is checked and handed to the owner before any is awaited,
-        # so they reach its mailbox together (one owner step), with no task per
-        # item; past a full mailbox the rest wait in line for room, in order
-        # (backpressure): the mailbox never holds more than its size.
+        # Every item is checked and handed to the owner before any answer is
+        # awaited, so they reach its mailbox together (one owner step), with no
+        # task per item; past a full mailbox they wait in line for room, in
+        # order, and past a full line (max_waiting) the batch waits for a place
+        # item by item (backpressure): neither ever holds more than its bound.
         labels: list[str] = []
         outcomes: list[str] = []
         replies: list[bytes] = []
@@ -593,7 +598,7 @@ class SchedulerService:
             labels.append(op.name)
             outcomes.append("ok")
             replies.append(b"")
-            waits.append(self._submit(op, request))
+            waits.append(await self._submit(op, request))
         if refused:  # one line per batch, however many items it refuses
             log.warning(
                 "refusing %d of %d items of a batch (correlation_id %s): %s%s",
@@ -658,10 +663,18 @@ class SchedulerService:
             "(limit) or put fewer of them in one batch"
         )
 
-    def _submit(self, op: Operation, request: BaseModel) -> Awaitable[object]:
-        """Hand ``request`` to the scheduler; the awaitable fails if it is not running."""
+    async def _submit(self, op: Operation, request: BaseModel) -> Awaitable[object]:
+        """Hand ``request`` to the scheduler, waiting for a place when its line is full.
+
+        The awaitable this returns gives the answer; it fails if the
+        scheduler is not running.
+        """
+        command = _ROUTES[op.name][0](request)
         try:
-            return self.scheduler.submit(_ROUTES[op.name][0](request))
+            try:
+                return self.scheduler.submit(command)
+            except MailboxFull:  # the mailbox and its line are full: wait, unsent, in order
+                return await self.scheduler.submit_when_room(command)
         except SchedulerStopped as exc:
             stopped: asyncio.Future[object] = asyncio.get_running_loop().create_future()
             stopped.set_exception(exc)
