@@ -20,10 +20,10 @@ async def test_host_states_past_the_inline_size_gives_the_owner_room_and_matches
         seen: list[GetHostStates] = []
         ask = scheduler._ask
 
-        def spy(command: Command) -> asyncio.Future[object]:
+        def spy(command: Command, wait: bool = True) -> asyncio.Future[object]:
             if isinstance(command, GetHostStates):
                 seen.append(command)
-            return ask(command)
+            return ask(command, wait)
 
         scheduler._ask = spy  # type: ignore[method-assign]
         states = await scheduler.host_states()
