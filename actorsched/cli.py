@@ -18,7 +18,7 @@ __all__ = ["main"]
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("actorsched.demo", "the 2015 host-state race, side by side on three schedulers"),
-    "serve": ("actorsched.amqp.service", "run the scheduler as a RabbitMQ (AMQP) service"),
+    "serve": ("actorsched.amqp.serve", "run the scheduler as a RabbitMQ (AMQP) service"),
     "bench": ("benchmarks.run", "measure placements/s, latency and memory against baselines"),
 }
 
