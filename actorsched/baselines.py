@@ -395,9 +395,14 @@ NOVA_FILTERS: dict[str, type[NovaFilter]] = {
 
 
 class NovaWeigher:
-    """A per-host weigher: ``weigh`` gives one raw value per host, higher is better."""
+    """A per-host weigher: ``weigh`` gives one raw value per host, higher is better.
+
+    ``minval``, as Nova's ``BaseWeigher.minval``: when set, the normalization
+    starts from it or the lowest value, whichever is lower.
+    """
 
     name: ClassVar[str] = ""
+    minval: ClassVar[float | None] = None
 
     def __init__(self, multiplier: float) -> None:
         self.multiplier = multiplier
@@ -411,6 +416,7 @@ class NovaWeigher:
 
 class RAMWeigher(NovaWeigher):
     name = "RAMWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return float(host.free_ram_mb)
@@ -418,6 +424,7 @@ class RAMWeigher(NovaWeigher):
 
 class CPUWeigher(NovaWeigher):
     name = "CPUWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return host.vcpu_headroom(ctx.config.cpu_allocation_ratio)
@@ -425,6 +432,7 @@ class CPUWeigher(NovaWeigher):
 
 class DiskWeigher(NovaWeigher):
     name = "DiskWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return float(host.free_disk_gb)
@@ -432,6 +440,7 @@ class DiskWeigher(NovaWeigher):
 
 class IoOpsWeigher(NovaWeigher):
     name = "IoOpsWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return float(host.num_io_ops)
@@ -529,14 +538,19 @@ class NovaStyleChain:
         return all(f.host_passes(host, ctx) for f in self.filters if f.applies(ctx))
 
     def weigh_hosts(self, hosts: list[NovaHostState], ctx: ChainContext) -> list[NovaHostState]:
-        """``hosts`` best first: each weigher min-max normalized, times its multiplier, summed."""
+        """``hosts`` best first: each weigher normalized, times its multiplier, summed.
+
+        As ``nova/weights.py`` (18.0.0): from min(minval, lowest) to the highest.
+        """
         totals = [0.0] * len(hosts)
         for w in self.weighers:
             if not w.applies(ctx):
                 continue
             raw = [w.weigh(h, ctx) for h in hosts]
             lo, hi = min(raw, default=0.0), max(raw, default=0.0)
-            if hi > lo:  # all equal -> every normalized weight is 0, as in nova/weights.py
+            if w.minval is not None:
+                lo = min(lo, w.minval)
+            if hi > lo:  # hi == lo -> every normalized weight is 0, as in nova/weights.py
                 scale = w.multiplier / (hi - lo)
                 totals = [t + scale * (value - lo) for t, value in zip(totals, raw, strict=True)]
         # a stable sort: equal weights keep the hosts' order

@@ -41,7 +41,13 @@ from .filters import (
 from .ledger import Claim, ClaimLedger
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .views import capture_host_states
-from .weighers import ColumnWeigher, HostWeigher, SoftGroupWeigher, builtin_weighers
+from .weighers import (
+    ColumnWeigher,
+    HostWeigher,
+    SoftGroupWeigher,
+    builtin_weighers,
+    weigher_floor,
+)
 
 __all__ = [
     "Command",
@@ -149,21 +155,33 @@ class SchedulerCore:
         ]
         # Weighers over the table's weigher matrix are summed in one product;
         # the matrix rows in use come first so the product skips the others.
+        # Weighers of one column share its floor (their minval); one with
+        # another minval is weighed on its own.
         multipliers = dict.fromkeys(WEIGH_COLUMNS, 0.0)
+        floors: dict[str, float] = {}
         self._other_weighers: list[HostWeigher] = []
         for w in self.weighers:
-            if isinstance(w, ColumnWeigher) and w.column in multipliers:
+            floor = weigher_floor(w)
+            if (
+                isinstance(w, ColumnWeigher)
+                and w.column in multipliers
+                and floors.setdefault(w.column, floor) == floor
+            ):
                 multipliers[w.column] += w.multiplier
             else:
                 self._other_weighers.append(w)
+        self._other_floors = [weigher_floor(w) for w in self._other_weighers]
         order = sorted(WEIGH_COLUMNS, key=lambda c: multipliers[c] == 0)
         self._matrix_multipliers = [multipliers[c] for c in order if multipliers[c] != 0]
+        in_use = order[: len(self._matrix_multipliers)]
+        self._matrix_floors = np.array([floors[c] for c in in_use], dtype=np.float64)
         self.table = HostTable(
             config.ram_allocation_ratio,
             config.cpu_allocation_ratio,
             config.disk_allocation_ratio,
             tuple(order),
-            len(self._matrix_multipliers),
+            len(in_use),
+            tuple(floors[c] for c in in_use),
         )
         self.ledger = ClaimLedger()
         self.filters: list[HostFilter] = [
@@ -601,8 +619,8 @@ class SchedulerCore:
         if ignored is not None:
             masks.append(ignored)
         raws = [
-            (w.multiplier, raw)
-            for w in self._other_weighers
+            (w.multiplier, raw, floor)
+            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
             if (raw := w.weigh_all(table, ctx)) is not None
         ]
         if not masks and not raws and self.shortcut and table.n:
@@ -615,12 +633,13 @@ class SchedulerCore:
         """:meth:`_ranked` for a request with no request-specific filter, or None.
 
         The passing rows are then those that pass ``row_ok`` and fit. Each
-        weigher's extreme over the ``row_ok`` rows (kept by the table) is its
-        extreme over the passing rows whenever that row fits, and the best
-        scores among the ``row_ok`` rows are the best passing ones once the
-        rows that do not fit are skipped. So only the rows looked at are
-        checked; None (build the mask instead) when an extreme row does not
-        fit or too many top rows do not.
+        weigher's highest value over the ``row_ok`` rows (kept by the table)
+        is its highest over the passing rows whenever that row fits; its
+        lowest, min(floor, lowest value), likewise when it is below the floor
+        and is the floor otherwise. The best scores among the ``row_ok`` rows
+        are the best passing ones once the rows that do not fit are skipped.
+        So only the rows looked at are checked; None (build the mask
+        instead) when a bounding row does not fit or too many top rows do not.
         """
         table = self.table
         n = table.n
@@ -640,7 +659,7 @@ class SchedulerCore:
                 or min(map(_CPU_LEFT, figures)) < spec.vcpus
                 or min(map(_DISK_LEFT, figures)) < spec.disk_gb
             ):
-                return None  # an extreme row does not fit: it may not be the extreme
+                return None  # a bounding row does not fit: it may not bound the passing ones
             coefs = [-1.0]  # the base penalty row
             coefs += [
                 m / (hi - lo) if hi > lo else 0.0
@@ -691,16 +710,19 @@ class SchedulerCore:
         return mask
 
     def _ranked(
-        self, mask: NDArray[np.bool_], raws: Sequence[tuple[float, NDArray[np.float64]]]
+        self, mask: NDArray[np.bool_], raws: Sequence[tuple[float, NDArray[np.float64], float]]
     ) -> list[int]:
         """Best rows first: enough for the random subset and the alternates.
 
-        Each weigher's values are min-max normalized over the passing rows
-        and multiplied, as ``nova/weights.py`` does. Normalizing is
-        ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds the same
-        constant to every row, so only ``m / (hi - lo)`` matters for the
-        order, and the built-in weighers are summed in one matrix product.
-        ``raws`` are the other weighers' (multiplier, values).
+        Each weigher's values are normalized over the passing rows and
+        multiplied, as ``nova/weights.py`` (18.0.0) does: between ``lo``, the
+        lowest value or the weigher's ``minval`` when that is lower (0 for
+        the RAM, CPU, Disk and IoOps weighers, so a weight is its value over
+        the highest), and ``hi``, the highest value; all 0 when ``hi <= lo``.
+        Normalizing is ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds
+        the same constant to every row, so only ``m / (hi - lo)`` matters for
+        the order, and the built-in weighers are summed in one matrix
+        product. ``raws`` are the other weighers' (multiplier, values, floor).
         """
         table = self.table
         n = table.n
@@ -726,26 +748,30 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             matrix = table.weigh_matrix[:, :n]
-            rows, _, _ = table.extremes()
+            rows, values, _ = table.extremes()
             k = len(multipliers)
+            floors = table.floors
             coefs: list[float] = []
             for j, multiplier in enumerate(multipliers):
                 # The extreme over the rows that pass the row-local filters is
                 # the extreme over the passing rows whenever its row passed the
                 # rest too, the common case; otherwise take it again with every
-                # failed row out of reach.
+                # failed row out of reach. A lowest value at the floor is the
+                # floor over any rows.
                 column = matrix[j]
                 row = rows[j]
                 hi = float(column[row] if mask[row] else (column - penalized()).max())
                 row = rows[k + j]
-                lo = float(column[row] if mask[row] else (column + penalized()).min())
+                lo = values[k + j]
+                if lo < floors[j] and not mask[row]:
+                    lo = min(floors[j], float((column + penalized()).min()))
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
             coefs.insert(0, -1.0)  # the base penalty row
             scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
             scores = -table.base_penalty[:n]
-        for multiplier, raw in raws:
-            w_lo = float(raw.min(where=mask, initial=np.inf))
+        for multiplier, raw, floor in raws:
+            w_lo = min(floor, float(raw.min(where=mask, initial=np.inf)))
             w_hi = float(raw.max(where=mask, initial=-np.inf))
             if w_hi > w_lo:
                 scores += (multiplier / (w_hi - w_lo)) * raw
@@ -766,7 +792,7 @@ class SchedulerCore:
         return top
 
     def _ranked_among(
-        self, rows: NDArray[np.intp], raws: Sequence[tuple[float, NDArray[np.float64]]]
+        self, rows: NDArray[np.intp], raws: Sequence[tuple[float, NDArray[np.float64], float]]
     ) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
 
@@ -779,7 +805,7 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             sub = table.weigh_matrix.take(rows, axis=1)
-            los = sub.min(axis=1).tolist()
+            los = np.minimum(sub.min(axis=1), self._matrix_floors).tolist()
             his = sub.max(axis=1).tolist()
             coefs = [
                 m / (hi - lo) if hi > lo else 0.0
@@ -788,9 +814,9 @@ class SchedulerCore:
             scores = np.array(coefs) @ sub
         else:
             scores = np.zeros(rows.size, dtype=np.float64)
-        for multiplier, raw in raws:
+        for multiplier, raw, floor in raws:
             values = raw[rows]
-            w_lo = float(values.min())
+            w_lo = min(floor, float(values.min()))
             w_hi = float(values.max())
             if w_hi > w_lo:
                 scores += (multiplier / (w_hi - w_lo)) * values

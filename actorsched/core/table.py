@@ -21,6 +21,11 @@ Rules this module keeps:
   depends on that row alone (active, fresh, enabled, instance and I/O
   limits); it is kept by refresh as ``base_penalty`` (0.0 or OUT_OF_REACH),
   so a request pays one comparison for all of them.
+* Each weigher column in use has a *floor*, its weigher's ``minval`` (0.0
+  for Nova's RAM, CPU, Disk and IoOps weighers; +inf for none). A weight
+  is normalized between min(floor, lowest value) and the highest value, so
+  the low view holds min(value, floor): with every value at or above the
+  floor, every row's low view is the floor and only the maxima matter.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class HostTable:
         disk_ratio: float,
         weigh_columns: tuple[str, ...] = WEIGH_COLUMNS,
         in_use: int = len(WEIGH_COLUMNS),
+        floors: tuple[float, ...] | None = None,
     ) -> None:
         if sorted(weigh_columns) != sorted(WEIGH_COLUMNS):
             raise ValueError(f"weigh_columns must order {WEIGH_COLUMNS}, got {weigh_columns}")
@@ -97,6 +103,10 @@ class HostTable:
         # The engine puts the weighers in use first; only those are scored.
         self.weigh_columns = weigh_columns
         self.in_use = in_use
+        # the normalization floor of each column in use (its weigher's minval)
+        self.floors: tuple[float, ...] = (0.0,) * in_use if floors is None else floors
+        if len(self.floors) != in_use:
+            raise ValueError(f"floors must give one value per column in use, got {floors}")
         self._weigh_order = [WEIGH_COLUMNS.index(name) for name in weigh_columns]
         self._in_order = operator.itemgetter(*self._weigh_order)  # figures -> this order
         w = len(WEIGH_COLUMNS)
@@ -156,7 +166,7 @@ class HostTable:
         self._extremes: list[int] | None = None
         self._extreme_values: list[float] = []
         self._extreme_figures: dict[int, list[float]] = {}  # row -> its derived figures
-        self._extreme_list: list[list[float]] | None = None  # figures in the order of rows
+        self._binding: list[list[float]] | None = None  # figures of the rows that bound
         self._dirty: list[int] = []
         self._grow(64)
 
@@ -398,7 +408,8 @@ class HostTable:
         )
         # derived rows: headroom, base penalty, weigher columns, hi and lo views
         if ok:
-            self.derived[:, row] = [*headroom, 0.0, *ordered, *ordered[:k], *ordered[:k]]
+            lows = map(min, ordered[:k], self.floors)  # min(value, floor): see the rules
+            self.derived[:, row] = [*headroom, 0.0, *ordered, *ordered[:k], *lows]
         else:
             self.derived[:, row] = [*headroom, OUT_OF_REACH, *ordered, *self._views_failed]
         self._changed(row)
@@ -445,7 +456,10 @@ class HostTable:
             np.where(ok, 0.0, OUT_OF_REACH),
             *ordered,
             *(np.where(ok, figure, -np.inf) for figure in ordered[:k]),
-            *(np.where(ok, figure, np.inf) for figure in ordered[:k]),
+            *(
+                np.where(ok, np.minimum(figure, floor), np.inf)
+                for figure, floor in zip(ordered[:k], self.floors, strict=True)
+            ),
         ]
         if self._extremes is not None:
             if index.size > _DIRTY_LIMIT:
@@ -468,19 +482,27 @@ class HostTable:
         """Rows holding each weigher column's highest, then each one's lowest, view value.
 
         Over the rows that pass ``row_ok`` (the views put the others out of
-        reach); a returned row that fails ``row_ok`` means no row passes.
-        Also returns those values (the highest, then the lowest, of each
-        column in use) and each of those rows' ``derived`` figures (a list
-        per row: headroom, base penalty, weigher columns ...), so a caller
-        reads no array for them.
+        reach); a highest row that fails ``row_ok`` means no row passes.
+        Also returns the values (the highest of each column in use, then
+        the lowest, never above the column's floor: min(floor, lowest low
+        view)) and the ``derived`` figures (a list per row: headroom, base
+        penalty, weigher columns ...) of the rows that bound the
+        normalization, so a caller reads no array for them: every highest
+        row, then each lowest row whose value is below its floor. A lowest
+        value at the floor names no particular row (every row at or above
+        the floor gives the same weights), so its row is then any row.
 
         Kept across calls: a changed row is compared with the kept extremes,
-        and a column is scanned again only when its extreme row moved away
-        from the extreme, or after many changes (bulk reports).
+        and a column is scanned again only when its highest row fell back,
+        or its lowest row below the floor rose, or after many changes (bulk
+        reports). With every value at or above the floors (Nova's weighers
+        with minval 0 over figures that are not negative), only the maxima
+        are ever scanned.
         """
         n = self.n
         k = self.in_use
         derived = self.derived
+        floors = self.floors
         v0 = len(HEADROOM_COLUMNS) + 1 + len(WEIGH_COLUMNS)  # first view row
         rows = self._extremes
         figures = self._extreme_figures
@@ -489,8 +511,10 @@ class HostTable:
             rows += [int(v.argmin()) for v in self.lo_view[:, :n]]
             self._extremes = rows
             self._extreme_figures = figures = {r: derived[:, r].tolist() for r in rows}
-            self._extreme_values = [figures[r][v0 + j] for j, r in enumerate(rows)]
-            self._extreme_list = None
+            values = [figures[r][v0 + j] for j, r in enumerate(rows)]
+            values[k:] = map(min, values[k:], floors)
+            self._extreme_values = values
+            self._binding = None
             self._dirty.clear()
         elif self._dirty:
             values = self._extreme_values
@@ -503,26 +527,33 @@ class HostTable:
                     or any(map(lt, now[v0 + k : v0 + 2 * k], values[k:]))
                 ):
                     continue  # neither an extreme before nor one now
-                self._extreme_list = None
+                self._binding = None
                 for j in range(2 * k):
                     v = now[v0 + j]
                     best = values[j]
                     if (v > best) if j < k else (v < best):
                         rows[j] = row
                         values[j] = v
-                    elif rows[j] == row and v != best:  # the extreme row fell back: scan
+                    elif rows[j] == row and v != best and (j < k or best < floors[j - k]):
+                        # the extreme row fell back (a lowest value at the floor
+                        # cannot: no low view is above the floor but a failed row's)
                         view = derived[v0 + j, :n]
                         rows[j] = r = int(view.argmax() if j < k else view.argmin())
                         figures[r] = derived[:, r].tolist()
-                        values[j] = figures[r][v0 + j]
+                        v = figures[r][v0 + j]
+                        values[j] = v if j < k else min(v, floors[j - k])
                 if row in rows:
                     figures[row] = now
             self._dirty.clear()
             if len(figures) > 4 * k:
                 self._extreme_figures = figures = {r: figures[r] for r in rows}
-        if self._extreme_list is None:
-            self._extreme_list = [figures[r] for r in rows]
-        return rows, self._extreme_values, self._extreme_list
+        if self._binding is None:
+            values = self._extreme_values
+            self._binding = [figures[r] for r in rows[:k]]
+            self._binding += [
+                figures[r] for r, v, f in zip(rows[k:], values[k:], floors, strict=True) if v < f
+            ]
+        return rows, self._extreme_values, self._binding
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         raw = self.raw[row].tolist()
