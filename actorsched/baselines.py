@@ -68,7 +68,8 @@ def over_capacity(state: HostState, config: SchedulerConfig) -> bool:
     """True when ``state`` uses more RAM, vCPUs or disk than its capacity with ratios.
 
     Works on any scheduler's snapshot, so the demo counts over-commit the
-    same way for actorsched and the baselines.
+    same way for actorsched and the baselines. A host that reports 0 vCPUs
+    has no vCPU capacity to pass (CoreFilter assumes its count is broken).
     """
     usable_ram = state.memory_mb - state.memory_mb_reserved
     used_ram = usable_ram - state.free_ram_mb
@@ -76,7 +77,7 @@ def over_capacity(state: HostState, config: SchedulerConfig) -> bool:
     return (
         used_ram > usable_ram * config.ram_allocation_ratio
         or used_disk > state.local_gb * config.disk_allocation_ratio
-        or state.vcpus_used > state.vcpus_total * config.cpu_allocation_ratio
+        or 0 < state.vcpus_total * config.cpu_allocation_ratio < state.vcpus_used
     )
 
 
@@ -162,15 +163,26 @@ class NovaHostState:
     def num_io_ops(self) -> int:
         return self.reported_io_ops + self.assumed
 
+    # the largest request the host can take (Nova 18's RamFilter, CoreFilter and
+    # DiskFilter): what capacity leaves, and never more than the host's own total
+
     def ram_headroom(self, ratio: float) -> float:
         usable = self.memory_mb - self.memory_mb_reserved
-        return usable * ratio - (self.memory_mb_used + self.claimed_mem - self.released_mem)
+        left = usable * ratio - (self.memory_mb_used + self.claimed_mem - self.released_mem)
+        return min(self.memory_mb, left)
 
-    def vcpu_headroom(self, ratio: float) -> float:
+    def vcpus_free(self, ratio: float) -> float:
+        """Nova's CPUWeigher figure: vcpus x ratio - used."""
         return self.vcpus * ratio - (self.vcpus_used + self.claimed_vcpus - self.released_vcpus)
 
+    def vcpu_headroom(self, ratio: float) -> float:
+        if self.vcpus == 0:
+            return math.inf  # CoreFilter fails safe: CPU collection assumed broken
+        return min(self.vcpus, self.vcpus_free(ratio))
+
     def disk_headroom(self, ratio: float) -> float:
-        return self.local_gb * ratio - (self.local_gb_used + self.claimed_disk - self.released_disk)
+        left = self.local_gb * ratio - (self.local_gb_used + self.claimed_disk - self.released_disk)
+        return min(self.local_gb, left)
 
     def consume(self, mem: int, vcpus: int, disk: int, sign: int = 1) -> None:
         """Add (or with ``sign=-1`` remove) one assumed claim (``consume_from_request``)."""
@@ -427,7 +439,7 @@ class CPUWeigher(NovaWeigher):
     minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
-        return host.vcpu_headroom(ctx.config.cpu_allocation_ratio)
+        return host.vcpus_free(ctx.config.cpu_allocation_ratio)
 
 
 class DiskWeigher(NovaWeigher):

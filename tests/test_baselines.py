@@ -75,9 +75,11 @@ async def test_ram_filter_applies_the_allocation_ratio(manager_cls: Manager) -> 
     config = SchedulerConfig(ram_allocation_ratio=1.5)
     async with manager_cls(config) as m:
         await m.update_host(report("n1", memory_mb=4096 + 512, memory_mb_reserved=512))
-        assert await hosts_of(m, spec("a", memory_mb=6144)) == ["n1"]
+        # 4096 x 1.5 = 6144 in all, no instance larger than the host's 4608
+        assert await hosts_of(m, spec("a", memory_mb=4608)) == ["n1"]
+        assert await hosts_of(m, spec("b", memory_mb=1536)) == ["n1"]
         with pytest.raises(NoValidHost, match="RamFilter removed 1"):
-            await m.select_destinations(spec("b", memory_mb=1))
+            await m.select_destinations(spec("c", memory_mb=1))
         assert (await m.host_states())["n1"].free_ram_mb == 4096 - 6144
         assert m.overcommitted_hosts() == []  # within capacity once the ratio is applied
 
@@ -85,17 +87,17 @@ async def test_ram_filter_applies_the_allocation_ratio(manager_cls: Manager) -> 
 @MANAGERS
 async def test_core_and_disk_filters(manager_cls: Manager) -> None:
     async with manager_cls(SchedulerConfig(cpu_allocation_ratio=2.0)) as m:
-        await m.update_host(report("n1", vcpus=2, vcpus_used=1, local_gb=10, local_gb_used=5))
+        await m.update_host(report("n1", vcpus=2, vcpus_used=2, local_gb=10, local_gb_used=5))
         with pytest.raises(NoValidHost, match="CoreFilter removed 1"):
             await m.select_destinations(
-                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=4, disk_gb=1)
+                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=3, disk_gb=1)
             )
         with pytest.raises(NoValidHost, match="DiskFilter removed 1"):
             await m.select_destinations(
-                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=3, disk_gb=6)
+                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=2, disk_gb=6)
             )
         placed = await m.select_destinations(
-            RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=3, disk_gb=5)
+            RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=2, disk_gb=5)
         )
         assert placed[0].host == "n1"
 

@@ -66,7 +66,8 @@ REPORTED = slice(0, 10)
 _CLAIMED = 10
 _RELEASED = 14
 _FLOAT_COLUMNS = ("reported_at",)
-# What is left for a claim, with the allocation ratios applied: the three
+# The largest request each host can take now (the rules of RamFilter,
+# CoreFilter and DiskFilter, written once in HostTable._derive): the three
 # resource filters are one comparison over this (3, capacity) array.
 HEADROOM_COLUMNS = ("ram_headroom", "cpu_headroom", "disk_headroom")
 # Derived columns the built-in weighers read. The ones in use are rows of the
@@ -78,6 +79,11 @@ OUT_OF_REACH = 1e300
 # More rows changed than this since the weigher extremes were found: find them
 # again with one pass per column instead of checking each changed row.
 _DIRTY_LIMIT = 16
+
+
+def _either(condition: bool, yes: float, no: float) -> float:
+    """``np.where`` for one row's scalars."""
+    return yes if condition else no
 
 
 class HostTable:
@@ -346,11 +352,21 @@ class HostTable:
             return self.floats[name][: self.n]
         return self.ints[name][: self.n]
 
-    def _derive(self, raw: Any) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
+    def _derive(
+        self, raw: Any, least: Any = min, where: Any = _either
+    ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
         """Headroom, weigher figures (in this table's order), instance count and
-        I/O count from one row's raw figures (a list of ints) or many rows' (an
-        ``(18, m)`` int64 array): the same operations in the same order, so
-        a row derived alone or in a batch is the same to the last bit."""
+        I/O count from one row's raw figures (a list of ints, with the builtin
+        ``least`` and ``where``) or many rows' (an ``(18, m)`` int64 array, with
+        ``np.minimum`` and ``np.where``): the same operations in the same order,
+        so a row derived alone or in a batch is the same to the last bit.
+
+        Headroom is the largest request the row can take, as Nova 18's
+        resource filters decide: what its capacity leaves, (total - reserved) x
+        ratio - used (Placement's capacity), and never more than the host's own
+        total before the ratio (an instance may not overcommit against
+        itself). A host that reports 0 vCPUs takes any number (CoreFilter
+        fails safe: "VCPUs not set; assuming CPU collection broken")."""
         (
             _generation,
             mem_total,
@@ -377,16 +393,16 @@ class HostTable:
         used_disk = disk_used + claimed_disk - released_disk
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
-        cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
+        vcpus_free = vcpus_total * self.cpu_ratio - used_vcpus
         headroom = (
-            usable_mem * self.ram_ratio - used_mem,
-            cpu_headroom,
-            disk_total * self.disk_ratio - used_disk,
+            least(mem_total, usable_mem * self.ram_ratio - used_mem),
+            where(vcpus_total == 0, np.inf, least(vcpus_total, vcpus_free)),
+            least(disk_total, disk_total * self.disk_ratio - used_disk),
         )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
-            cpu_headroom,  # vcpu_headroom
+            vcpus_free,  # vcpu_headroom, as Nova's CPUWeigher
             disk_total - used_disk,  # free_disk
             num_io_ops,
             num_instances,
@@ -444,7 +460,9 @@ class HostTable:
         The same arithmetic in the same order as :meth:`refresh` (int64 sums,
         then float64 products), so the figures are the same to the last bit.
         """
-        headroom, ordered, num_instances, num_io_ops = self._derive(self.raw[index].T)
+        headroom, ordered, num_instances, num_io_ops = self._derive(
+            self.raw[index].T, np.minimum, np.where
+        )
         ok = self.active[index] & ~self.stale[index]
         if self.check_enabled:
             ok &= self.enabled[index]

@@ -16,7 +16,7 @@ import pytest
 from conftest import make_config, make_core, make_report, make_spec, ram_only_config
 from numpy.typing import NDArray
 
-from actorsched import HostReport, RequestSpec, SchedulerConfig
+from actorsched import HostReport, NoValidHost, RequestSpec, SchedulerConfig
 from actorsched.baselines import NovaHostState, NovaStyleChain
 from actorsched.core import HostTable, PlacementContext, SchedulerCore
 
@@ -160,3 +160,57 @@ def test_nova_io_ops_weigher_counts_from_zero() -> None:
     fixed = Fixed({"b": 1.0}, multiplier=0.6)
     for path in (_shortcut, _full_mask, _gathered):
         assert _place(config, reports, make_spec("vm1"), path, weighers=[fixed]) == ["b"]
+
+
+# -- resource filters: no overcommit against itself, CoreFilter fails safe -----------------
+
+
+@PATHS
+@pytest.mark.parametrize(
+    ("ratios", "report", "resource", "total", "filter_name"),
+    [
+        ({"ram_allocation_ratio": 2.0}, {"memory_mb": 512}, "memory_mb", 512, "RamFilter"),
+        ({"cpu_allocation_ratio": 2.0}, {"vcpus": 1}, "vcpus", 1, "CoreFilter"),
+        ({"disk_allocation_ratio": 10.0}, {"local_gb": 12}, "disk_gb", 12, "DiskFilter"),
+    ],
+)
+def test_nova_instance_may_not_overcommit_against_itself(
+    path: Callable[[SchedulerCore], None],
+    ratios: dict[str, float],
+    report: dict[str, int],
+    resource: str,
+    total: int,
+    filter_name: str,
+) -> None:
+    # 1,024 MB on a 512 MB host at ratio 2.0; 2 vCPUs on 1 at 2.0; 13 GB on 12 at 10:
+    # the ratio would leave room, but one instance may not be larger than the host.
+    config = make_config(**ratios)
+    small = {"memory_mb": 1, "vcpus": 1, "disk_gb": 1}
+    host = make_report("h1", **report)
+    over = make_spec("vm1", **{**small, resource: total + 1})
+    core = make_core(config)
+    path(core)
+    core.update_host(host, now=0.0)
+    with pytest.raises(NoValidHost) as info:
+        core.select_destinations(over, now=1.0)
+    assert info.value.filter_counts == {filter_name: 1}
+    with pytest.raises(NoValidHost):
+        _chain_order(config, [host], over)
+    # as large as the host itself is fine, and the ratio still counts past it
+    assert _place(config, [host], make_spec("vm1", **{**small, resource: total}), path) == ["h1"]
+    two = make_spec("vm1", "vm2", **{**small, resource: total})
+    assert _place(config, [host], two, path) == ["h1", "h1"]
+
+
+@PATHS
+def test_nova_core_filter_passes_a_host_reporting_zero_vcpus(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # "VCPUs not set; assuming CPU collection broken": the host passes whatever it uses
+    broken = make_report("broken", vcpus=0, vcpus_used=5)
+    spec = make_spec("vm1", vcpus=8)
+    assert _place(make_config(), [broken], spec, path) == ["broken"]
+    assert _chain_order(make_config(), [broken], spec) == ["broken"]
+    # its other figures still count
+    with pytest.raises(NoValidHost, match="RamFilter removed 1"):
+        _place(make_config(), [broken], make_spec("vm1", memory_mb=8192), path)

@@ -121,6 +121,10 @@ class CoreMachine(RuleBasedStateMachine):
             >= want[0]
             and t["vcpus"] * CONFIG.cpu_allocation_ratio - vcpus >= want[1]
             and t["local_gb"] * CONFIG.disk_allocation_ratio - disk >= want[2]
+            # an instance may not overcommit against itself
+            and want[0] <= t["memory_mb"]
+            and want[1] <= t["vcpus"]
+            and want[2] <= t["local_gb"]
             and len(h.listed) + assumed - len(self.credits.get(host, {}))
             < CONFIG.max_instances_per_host
             and h.io_ops + assumed < CONFIG.max_io_ops_per_host
