@@ -529,8 +529,8 @@ class NovaStyleChain:
         remaining = list(hosts)
         removed: dict[str, int] = {}
         if ctx.spec.ignore_hosts:
-            ignored = set(ctx.spec.ignore_hosts)
-            kept = [h for h in remaining if h.host not in ignored]
+            ignored = {host.lower() for host in ctx.spec.ignore_hosts}  # as Nova: any case
+            kept = [h for h in remaining if h.host.lower() not in ignored]
             if len(kept) < len(remaining):
                 removed["IgnoreHosts"] = len(remaining) - len(kept)
             remaining = kept
@@ -545,7 +545,7 @@ class NovaStyleChain:
 
     def host_passes(self, host: NovaHostState, ctx: ChainContext) -> bool:
         """Whether one host passes every filter now (the locked manager's re-check)."""
-        if host.host in ctx.spec.ignore_hosts:
+        if host.host.lower() in {h.lower() for h in ctx.spec.ignore_hosts}:
             return False
         return all(f.host_passes(host, ctx) for f in self.filters if f.applies(ctx))
 

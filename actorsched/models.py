@@ -118,7 +118,8 @@ class RequestSpec(_Message):
 
     Placing is all or nothing: every instance gets a host or none does.
     ``same_host``/``different_host`` are Nova's scheduler hints (instance
-    uuids); ``ignore_hosts`` names hosts never to pick.
+    uuids); ``ignore_hosts`` names hosts never to pick, in any case (``"Node1"``
+    ignores ``node1``, as Nova's host manager matches them).
     """
 
     instance_uuids: Annotated[

@@ -555,13 +555,13 @@ class SchedulerCore:
     # -- filtering and weighing -------------------------------------------
 
     def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        """``ignore_hosts``: False for each host named there, ignoring case (as Nova)."""
         if not ctx.spec.ignore_hosts:
             return None
-        mask = np.ones(self.table.n, dtype=np.bool_)
+        table = self.table
+        mask = np.ones(table.n, dtype=np.bool_)
         for host in ctx.spec.ignore_hosts:
-            row = self.table.row_of.get(host)
-            if row is not None:
-                mask[row] = False
+            mask[table.rows_named(host)] = False
         return mask
 
     def _sweep(self, now: float) -> None:

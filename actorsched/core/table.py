@@ -129,6 +129,9 @@ class HostTable:
         self._free_rows: list[int] = []
         self.row_of: dict[str, int] = {}
         self.name_of: list[str | None] = []
+        # rows of the hosts whose name has capitals, by the name in lower case
+        # (rows_named); all-lower-case names, the usual ones, cost nothing here
+        self._capitalized: dict[str, list[int]] = {}
         self.zone_ids: dict[str, int] = {}
         self.zone_names: list[str] = []
         self.trait_bits: dict[str, int] = {}
@@ -246,6 +249,9 @@ class HostTable:
             for name in _FLOAT_COLUMNS:
                 self.floats[name][row] = -np.inf
         self.row_of[host] = row
+        folded = host.lower()
+        if folded != host:
+            self._capitalized.setdefault(folded, []).append(row)
         self._own_lists()
         self.name_of[row] = host
         self.active[row] = True
@@ -257,6 +263,12 @@ class HostTable:
         host = self.name_of[row]
         assert host is not None
         del self.row_of[host]
+        folded = host.lower()
+        if folded != host:
+            same = self._capitalized[folded]
+            same.remove(row)
+            if not same:
+                del self._capitalized[folded]
         self._own_lists()
         self.name_of[row] = None
         self.host_traits[row] = ()
@@ -272,6 +284,16 @@ class HostTable:
         self._changed(row)
         self._free_rows.append(row)
         self.count -= 1
+
+    def rows_named(self, host: str) -> list[int]:
+        """Rows of every host named ``host`` ignoring case, as Nova matches
+        ``ignore_hosts`` and forced hosts (``str.lower`` on both sides)."""
+        folded = host.lower()
+        rows = list(self._capitalized.get(folded, ()))
+        row = self.row_of.get(folded)
+        if row is not None:
+            rows.append(row)
+        return rows
 
     # -- vocabularies -----------------------------------------------------
 

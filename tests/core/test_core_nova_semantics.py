@@ -214,3 +214,32 @@ def test_nova_core_filter_passes_a_host_reporting_zero_vcpus(
     # its other figures still count
     with pytest.raises(NoValidHost, match="RamFilter removed 1"):
         _place(make_config(), [broken], make_spec("vm1", memory_mb=8192), path)
+
+
+# -- host names in ignore_hosts match in any case (host_manager._strip_ignore_hosts) ---------
+
+
+@PATHS
+def test_nova_ignore_hosts_match_host_names_case_insensitively(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # the freest hosts are ignored under other spellings; every spelling of a name goes
+    reports = [
+        make_report("Node1", memory_mb=16 * MB),
+        make_report("node1", memory_mb=12 * MB),
+        make_report("NODE2", memory_mb=8 * MB),
+        make_report("node3", memory_mb=4 * MB),
+    ]
+    spec = make_spec("vm1", ignore_hosts=["NODE1", "node2"])
+    assert _place(make_config(), reports, spec, path) == ["node3"]
+    assert _chain_order(make_config(), reports, spec) == ["node3"]
+    core = make_core()
+    path(core)
+    for report in reports:
+        core.update_host(report, now=0.0)
+    with pytest.raises(NoValidHost, match="IgnoreHosts removed 4"):
+        core.select_destinations(make_spec("vm1", ignore_hosts=["nOdE1", "Node2", "NODE3"]), 1.0)
+    # a removed host's other spellings are still matched, and only they
+    core.remove_host("Node1", now=1.0)
+    [sel] = core.select_destinations(make_spec("vm2", ignore_hosts=["NODE1"]), now=1.0)
+    assert sel.host == "NODE2"
