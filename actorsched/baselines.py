@@ -283,7 +283,8 @@ class AvailabilityZoneFilter(NovaFilter):
         return ctx.spec.availability_zone is not None
 
     def host_passes(self, host: NovaHostState, ctx: ChainContext) -> bool:
-        return host.availability_zone == ctx.spec.availability_zone
+        zone = host.availability_zone or ctx.config.default_availability_zone
+        return zone == ctx.spec.availability_zone
 
 
 class RamFilter(NovaFilter):

@@ -223,6 +223,8 @@ class SchedulerConfig(BaseModel):
     max_io_ops_per_host: int = Field(8, ge=0)
     max_instances_per_host: int = Field(50, ge=0)
     service_down_time: float = Field(60.0, gt=0)
+    # the zone of a host that reports none (Nova's [DEFAULT] default_availability_zone)
+    default_availability_zone: Name = "nova"
     claim_timeout: float = Field(600.0, gt=0)
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)

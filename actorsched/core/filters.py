@@ -108,15 +108,21 @@ class DiskFilter:
 
 
 class AvailabilityZoneFilter:
-    """Hosts in the requested availability zone, when one is requested."""
+    """Hosts in the requested availability zone, when one is requested.
+
+    A host that reports no zone is in ``default_availability_zone``, as in Nova.
+    """
 
     name = "AvailabilityZoneFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        if ctx.spec.availability_zone is None:
+        zone = ctx.spec.availability_zone
+        if zone is None:
             return None
-        zid = table.zone_id(ctx.spec.availability_zone, create=False)
-        passed: BoolColumn = table.zone[: table.n] == zid
+        zones = table.zone[: table.n]
+        passed: BoolColumn = zones == table.zone_id(zone, create=False)
+        if zone == ctx.config.default_availability_zone:
+            passed |= zones == table.zone_id(None, create=False)
         return passed
 
 

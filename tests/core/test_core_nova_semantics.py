@@ -243,3 +243,38 @@ def test_nova_ignore_hosts_match_host_names_case_insensitively(
     core.remove_host("Node1", now=1.0)
     [sel] = core.select_destinations(make_spec("vm2", ignore_hosts=["NODE1"]), now=1.0)
     assert sel.host == "NODE2"
+
+
+# -- a host with no zone is in default_availability_zone (AvailabilityZoneFilter) -------------
+
+
+@PATHS
+def test_nova_host_without_a_zone_is_in_the_default_availability_zone(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    reports = [
+        make_report("zoneless", memory_mb=16 * MB),
+        make_report("in-nova", memory_mb=8 * MB, availability_zone="nova"),
+        make_report("in-az1", memory_mb=32 * MB, availability_zone="az1"),
+    ]
+    spec = make_spec("vm1", "vm2", availability_zone="nova")
+    assert _place(make_config(), reports, spec, path) == ["zoneless", "in-nova"]
+    assert _chain_order(make_config(), reports, spec) == ["zoneless", "in-nova"]
+    # the default is a setting; a request for another zone does not pass the zoneless host
+    config = make_config(default_availability_zone="az1")
+    assert _place(config, reports, spec, path) == ["in-nova", "in-nova"]
+    assert _place(config, reports, make_spec("vm1", "vm2", availability_zone="az1"), path) == [
+        "in-az1",
+        "zoneless",
+    ]
+    # the default zone passes a zoneless host even when no host reported it by name
+    alone = [make_report("zoneless")]
+    assert _place(make_config(), alone, make_spec("vm1", availability_zone="nova"), path) == [
+        "zoneless"
+    ]
+    with pytest.raises(NoValidHost, match="AvailabilityZoneFilter removed 1"):
+        _place(make_config(), alone, make_spec("vm1", availability_zone="az9"), path)
+    # what the host reported is kept as it was
+    core = make_core()
+    core.update_host(alone[0], now=0.0)
+    assert core.host_states()["zoneless"].availability_zone is None
