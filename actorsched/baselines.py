@@ -824,12 +824,28 @@ class UnsynchronizedHostManager:
                 await self._claim_host(pick, ranked, ctx, uuid)
                 placed.append(uuid)
                 ctx.chosen.append(self._claims[uuid].host)
+            if len(placed) > 1 and self.config.max_attempts > 1:
+                self._share_alternates(placed, ctx)
         except BaseException:
             for uuid in placed:  # all or nothing
                 if uuid in self._claims:
                     self._unclaim(uuid)
             raise
         return [self._claims[u].selection for u in spec.instance_uuids]
+
+    def _share_alternates(self, placed: list[str], ctx: ChainContext) -> None:
+        """Nova's alternates of a request of several instances: ranked once all are
+        claimed, never a host chosen for one of them, the same for each."""
+        chosen = set(ctx.chosen)
+        try:
+            ranked = self.chain.select(ctx.spec, self._hosts.values(), ctx.now, ctx)
+        except NoValidHost:
+            ranked = []
+        alternates = [h.host for h in ranked if h.host not in chosen]
+        alternates = alternates[: self.config.max_attempts - 1]
+        for uuid in placed:
+            claim = self._claims[uuid]
+            claim.selection = Selection(instance_uuid=uuid, host=claim.host, alternates=alternates)
 
     async def release(self, instance_uuid: str) -> bool:
         """Free that instance's claim at once; False when it holds none."""

@@ -407,3 +407,18 @@ def test_over_capacity_counts_each_resource_with_its_ratio() -> None:
     host.consume(4097, 0, 0, -1)
     host.consume(0, 0, 101)
     assert over_capacity(host.state(), config)
+
+
+@MANAGERS
+async def test_alternates_of_several_instances_are_chosen_after_all_claims(
+    manager_cls: Manager,
+) -> None:
+    # as Nova's filter scheduler: 2 instances, 3 equal hosts, max_attempts=3
+    async with manager_cls(SchedulerConfig(max_attempts=3)) as m:
+        for host in ("host0", "host1", "host2"):
+            await m.update_host(report(host))
+        selections = await m.select_destinations(spec("i1", "i2"))
+        assert [[s.host, *s.alternates] for s in selections] == [
+            ["host0", "host2"],
+            ["host1", "host2"],
+        ]

@@ -216,7 +216,7 @@ class SchedulerCore:
         # read on every request (config is frozen)
         self._subset = config.host_subset_size
         self._alternates = config.max_attempts - 1
-        self._want = self._subset + self._alternates
+        self._want = self._subset + self._alternates  # rows ranked for a single instance
         # Below this share of passing rows, weigh a gathered copy of just those
         # rows (same result, fewer passes); a tuning knob, 0 turns it off.
         self.compress_below = 0.5
@@ -458,23 +458,37 @@ class SchedulerCore:
             )
         ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
         placed: list[str] = []
+        # One instance: its alternates are the next best hosts it was ranked
+        # with. Several: as Nova's filter scheduler, the alternates are chosen
+        # once every instance is claimed, from the hosts that pass then, and
+        # never a host chosen for an instance of this request; so each
+        # instance is ranked only for its random subset.
+        several = len(spec.instance_uuids) > 1
+        want = self._subset if several else self._want
         try:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                top = self._top(ctx)
+                top = self._top(ctx, want)
                 if not top:
                     raise self._no_valid_host(ctx, uuid, index)
                 row = top[0]
                 if self._subset > 1:
                     row = self._rng.choice(top[: self._subset])
                 names = self.table.name_of
-                alternates = [str(names[r]) for r in top if r != row][: self._alternates]
+                alternates = [] if several else [str(names[r]) for r in top if r != row]
                 host = names[row]
                 assert host is not None
-                self._claim(spec, uuid, row, host, alternates, now)
+                self._claim(spec, uuid, row, host, alternates[: self._alternates], now)
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
+            if several and self._alternates:
+                chosen = set(ctx.chosen_rows)
+                top = self._top(ctx, self._alternates + len(chosen))
+                names = self.table.name_of
+                shared = tuple(str(names[r]) for r in top if r not in chosen)[: self._alternates]
+                for uuid in placed:
+                    claims[uuid].alternates = shared
         except BaseException:
             for uuid in placed:
                 self._unclaim(uuid)
@@ -599,8 +613,8 @@ class SchedulerCore:
         live &= at >= threshold
         self._oldest = float(at[live].min()) if live.any() else np.inf
 
-    def _top(self, ctx: PlacementContext) -> list[int]:
-        """The best passing rows, best first; empty when no host passes."""
+    def _top(self, ctx: PlacementContext, want: int) -> list[int]:
+        """The ``want`` best passing rows (fewer if fewer pass), best first."""
         table = self.table
         spec = ctx.spec
         if (
@@ -612,8 +626,8 @@ class SchedulerCore:
             and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
             and not (spec.same_host or spec.different_host)
         ):
-            top = self._top_unfiltered(ctx)
-            return top if top is not None else self._ranked(self._passing(ctx, ()), ())
+            top = self._top_unfiltered(ctx, want)
+            return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
         ignored = self._ignored(ctx)
         if ignored is not None:
@@ -624,12 +638,12 @@ class SchedulerCore:
             if (raw := w.weigh_all(table, ctx)) is not None
         ]
         if not masks and not raws and self.shortcut and table.n:
-            top = self._top_unfiltered(ctx)
+            top = self._top_unfiltered(ctx, want)
             if top is not None:
                 return top
-        return self._ranked(self._passing(ctx, masks), raws)
+        return self._ranked(self._passing(ctx, masks), raws, want)
 
-    def _top_unfiltered(self, ctx: PlacementContext) -> list[int] | None:
+    def _top_unfiltered(self, ctx: PlacementContext, want: int) -> list[int] | None:
         """:meth:`_ranked` for a request with no request-specific filter, or None.
 
         The passing rows are then those that pass ``row_ok`` and fit. Each
@@ -645,7 +659,6 @@ class SchedulerCore:
         n = table.n
         spec = ctx.spec
         fused = self._fused_resources
-        want = self._want
         if want > 16:
             return None
         multipliers = self._matrix_multipliers
@@ -710,9 +723,12 @@ class SchedulerCore:
         return mask
 
     def _ranked(
-        self, mask: NDArray[np.bool_], raws: Sequence[tuple[float, NDArray[np.float64], float]]
+        self,
+        mask: NDArray[np.bool_],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        want: int,
     ) -> list[int]:
-        """Best rows first: enough for the random subset and the alternates.
+        """The ``want`` best rows of ``mask``, best first.
 
         Each weigher's values are normalized over the passing rows and
         multiplied, as ``nova/weights.py`` (18.0.0) does: between ``lo``, the
@@ -731,11 +747,10 @@ class SchedulerCore:
         passing = int(np.count_nonzero(mask))
         if passing == 0:
             return []
-        want = self._want
         if passing < n * self.compress_below or want > 16:
             # a selective request (a zone, a trait ...), or a long list wanted:
             # weigh only the passing rows, and sort them
-            return self._ranked_among(np.flatnonzero(mask), raws)
+            return self._ranked_among(np.flatnonzero(mask), raws, want)
         penalty: NDArray[np.float64] | None = None
 
         def penalized() -> NDArray[np.float64]:
@@ -792,7 +807,10 @@ class SchedulerCore:
         return top
 
     def _ranked_among(
-        self, rows: NDArray[np.intp], raws: Sequence[tuple[float, NDArray[np.float64], float]]
+        self,
+        rows: NDArray[np.intp],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        want: int,
     ) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
 
@@ -820,7 +838,6 @@ class SchedulerCore:
             w_hi = float(values.max())
             if w_hi > w_lo:
                 scores += (multiplier / (w_hi - w_lo)) * values
-        want = self._want
         if want <= 16:
             top: list[int] = []
             for _ in range(min(want, rows.size)):

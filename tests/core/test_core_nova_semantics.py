@@ -278,3 +278,44 @@ def test_nova_host_without_a_zone_is_in_the_default_availability_zone(
     core = make_core()
     core.update_host(alone[0], now=0.0)
     assert core.host_states()["zoneless"].availability_zone is None
+
+
+# -- alternates of a request of several instances (filter_scheduler._get_alternate_hosts) -----
+
+
+@PATHS
+def test_nova_alternates_are_chosen_after_every_instance_is_claimed(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # 2 instances, 3 equal hosts, max_attempts=3: Nova gives [host0, host2] and
+    # [host1, host2], not [host0, host1, host2] and [host1, host2, host0]
+    config = make_config(max_attempts=3)
+    core = make_core(config)
+    path(core)
+    for host in ("host0", "host1", "host2"):
+        core.update_host(make_report(host), now=0.0)
+    selections = core.select_destinations(make_spec("i1", "i2"), now=1.0)
+    assert [[s.host, *s.alternates] for s in selections] == [
+        ["host0", "host2"],
+        ["host1", "host2"],
+    ]
+    # resent, the same answer; and journaled claims keep it
+    assert core.select_destinations(make_spec("i1", "i2"), now=2.0) == selections
+    # one instance: the next best hosts it was ranked with, as before
+    [single] = core.select_destinations(make_spec("i3"), now=3.0)
+    assert [single.host, *single.alternates] == ["host2", "host0", "host1"]
+
+
+@pytest.mark.parametrize("subset", [1, 3])
+def test_nova_alternates_never_include_a_host_chosen_for_the_same_request(subset: int) -> None:
+    for seed in range(10):
+        config = make_config(max_attempts=4, host_subset_size=subset, seed=seed)
+        core = make_core(config)
+        for i in range(6):
+            core.update_host(make_report(f"h{i}", memory_mb=(4 + i) * MB), now=0.0)
+        selections = core.select_destinations(make_spec("a", "b", "c"), now=1.0)
+        chosen = {s.host for s in selections}
+        for sel in selections:
+            assert sel.alternates == selections[0].alternates
+            assert not chosen & set(sel.alternates)
+            assert len(sel.alternates) == min(3, 6 - len(chosen))

@@ -92,8 +92,8 @@ def test_shortcut_places_exactly_as_the_full_mask(seed: int) -> None:
     answered: list[bool] = []
     unfiltered = fast._top_unfiltered
 
-    def spy(ctx: PlacementContext) -> list[int] | None:
-        top = unfiltered(ctx)
+    def spy(ctx: PlacementContext, want: int) -> list[int] | None:
+        top = unfiltered(ctx, want)
         answered.append(top is not None)
         return top
 

@@ -223,18 +223,31 @@ class CoreMachine(RuleBasedStateMachine):
                 assert passing == [], f"NoValidHost, but {passing} fit"
             return
         assert [s.instance_uuid for s in selections] == uuids
+        alternates = CONFIG.max_attempts - 1
         for sel in selections:
             passing = [h for h in self.hosts if self.passes(h, want)]
             assert sel.host in passing
-            assert sel.host not in sel.alternates
-            assert set(sel.alternates) <= set(passing)
             # RAM is the only weigher: best free RAM, then the next best as alternates
             ranked = sorted((self.free_ram(h) for h in passing), reverse=True)
-            got = [self.free_ram(h) for h in [sel.host, *sel.alternates]]
-            assert got == ranked[: len(got)]
-            assert len(sel.alternates) == min(CONFIG.max_attempts - 1, len(passing) - 1)
+            assert self.free_ram(sel.host) == ranked[0]
+            if count == 1:
+                assert sel.host not in sel.alternates
+                assert set(sel.alternates) <= set(passing)
+                got = [self.free_ram(h) for h in sel.alternates]
+                assert got == ranked[1 : 1 + len(got)]
+                assert len(sel.alternates) == min(alternates, len(passing) - 1)
             self.sizes[sel.instance_uuid] = want
             self.claims[sel.instance_uuid] = MClaim(sel.host, want, self.now)
+        if count > 1:
+            # Nova: chosen once all are claimed, from the hosts that pass then,
+            # the same for every instance and never a host chosen for one of them
+            chosen = {sel.host for sel in selections}
+            left = [h for h in self.hosts if self.passes(h, want) and h not in chosen]
+            ranked = sorted((self.free_ram(h) for h in left), reverse=True)
+            for sel in selections:
+                assert sel.alternates == selections[0].alternates
+                assert set(sel.alternates) <= set(left)
+                assert [self.free_ram(h) for h in sel.alternates] == ranked[:alternates]
         self.placed.append((spec, selections))
 
     @precondition(lambda self: bool(self.placed))
