@@ -705,7 +705,7 @@ class UnsynchronizedHostManager:
         host.instances = listed
         for uuid in list(self._claims_on.get(host.host, ())):
             claim = self._claims[uuid]
-            if uuid in listed:
+            if uuid in listed and uuid not in host.released:  # else the released instance
                 if not claim.confirmed:  # the report's used figures carry it from now on
                     claim.confirmed = True
                     host.consume(claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
@@ -758,11 +758,11 @@ class UnsynchronizedHostManager:
         self._claims_on.setdefault(host.host, set()).add(uuid)
         if group_id is not None:
             self._group_hosts.setdefault(group_id, Counter())[host.host] += 1
-        if uuid in host.instances:
+        if uuid in host.instances and uuid not in host.released:
             claim.confirmed = True  # the host already reports it: its figures carry it
-            if uuid in host.released:
-                host.uncredit(uuid)  # claimed again after a release: no longer free
         else:
+            # assumed, even beside the credit of a released instance of that uuid
+            # the host still lists (as actorsched's core)
             host.consume(spec.memory_mb, spec.vcpus, spec.disk_gb)
         self._note(host)
 

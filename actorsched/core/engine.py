@@ -9,7 +9,13 @@ Rules this module keeps (everything that changes host state lives here):
 * Claims are keyed by instance uuid: asking twice for the same uuids returns
   the same selections and claims nothing more.
 * A request is placed all or nothing: a failure rolls back every claim the
-  request made before it raises.
+  request made before it raises, and the state is then exactly as before.
+* A claim changes its host by exactly what the filters checked: its own
+  resources while assumed, nothing once a report's figures carry it. A
+  uuid claimed again while its host still lists it and credits it back
+  (released, the old instance not gone yet) is an assumed claim beside the
+  credit: that listing is the released instance, and the claim is
+  confirmed only by a listing after the credit ended.
 * A report is applied only when its generation is above the host's last.
 """
 
@@ -386,9 +392,11 @@ class SchedulerCore:
                 del self._listed[row]
         table = self.table
         ledger = self.ledger
+        credits = ledger.released.get(row)
         for uuid in list(ledger.by_row.get(row, ())):
             claim = ledger.claims[uuid]
-            if uuid in listed:
+            # a credited uuid that is listed is the released instance, not this claim's
+            if uuid in listed and not (credits and uuid in credits):
                 if not claim.confirmed:  # the report's used figures carry it from now on
                     claim.confirmed = True
                     table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
@@ -406,7 +414,6 @@ class SchedulerCore:
                     table.name_of[row],
                     now - claim.created_at,
                 )
-        credits = ledger.released.get(row)
         if credits:
             for uuid, (mem, vcpus, disk) in list(credits.items()):
                 if uuid not in listed:
@@ -533,17 +540,15 @@ class SchedulerCore:
             tuple(alternates),
         )
         self.ledger.add(claim)
-        if claim.instance_uuid in self._listed.get(claim.row, _EMPTY):
+        credits = self.ledger.released.get(row)
+        if uuid in self._listed.get(row, _EMPTY) and not (credits and uuid in credits):
             claim.confirmed = True  # the host already reports it: its figures carry it
-            credits = self.ledger.released.get(claim.row)
-            if credits is not None and claim.instance_uuid in credits:
-                # released, still listed, and now claimed again: stop crediting it
-                mem, vcpus, disk = credits.pop(claim.instance_uuid)
-                if not credits:
-                    del self.ledger.released[claim.row]
-                self.table.add_released(claim.row, mem, vcpus, disk, -1)
         else:
-            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+            # Assumed, even when the host lists a released instance of that uuid:
+            # its credit stays until a report drops it (taking the credit
+            # instead would change the host by the old size, not the one the
+            # filters checked, and a rollback could not give it back).
+            self.table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
 
     def _unclaim(self, uuid: str) -> Claim:
         claim = self.ledger.drop(uuid)

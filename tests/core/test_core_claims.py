@@ -196,6 +196,57 @@ def test_reclaiming_a_released_but_still_listed_uuid_does_not_overcommit() -> No
         core.select_destinations(make_spec("vm2", memory_mb=2 * MB), now=5.0)
 
 
+def test_regression_reclaiming_a_credited_uuid_with_a_smaller_flavor_cannot_overcommit() -> None:
+    """Claiming again a released uuid the host still lists took away its larger
+    credit (60 GB) though the filters checked only the new 10 GB: free disk -10 of 100."""
+    core = make_core()
+    core.update_host(make_report("h1", 1, local_gb=100), now=0.0)
+    core.select_destinations(make_spec("vm-a", disk_gb=60), now=1.0)
+    core.update_host(make_report("h1", 2, local_gb=100, local_gb_used=60, instances=["vm-a"]), 2.0)
+    assert core.release("vm-a", now=3.0)
+    core.select_destinations(make_spec("vm-b", disk_gb=50), now=4.0)
+    assert core.host_states()["h1"].free_disk_gb == 50
+    [sel] = core.select_destinations(make_spec("vm-a", disk_gb=10), now=5.0)
+    assert sel.host == "h1"
+    # the new claim is assumed beside the old instance's credit: 100 - 60 + 60 - 50 - 10
+    assert core.host_states()["h1"].free_disk_gb == 40
+    assert core.claims() == {"vm-b": ("h1", False), "vm-a": ("h1", False)}
+    # the host still lists the released vm-a: not the new claim's listing
+    core.update_host(make_report("h1", 3, local_gb=100, local_gb_used=60, instances=["vm-a"]), 6.0)
+    assert core.host_states()["h1"].free_disk_gb == 40
+    assert core.claims()["vm-a"] == ("h1", False)
+    # the old vm-a is gone (its credit ends), then the new one shows up with vm-b
+    core.update_host(make_report("h1", 4, local_gb=100), now=7.0)
+    assert core.host_states()["h1"].free_disk_gb == 40
+    core.update_host(
+        make_report("h1", 5, local_gb=100, local_gb_used=60, instances=["vm-a", "vm-b"]), 8.0
+    )
+    assert core.claims() == {"vm-b": ("h1", True), "vm-a": ("h1", True)}
+    assert core.host_states()["h1"].free_disk_gb == 40
+
+
+def test_regression_failed_request_with_a_credited_uuid_restores_the_credit() -> None:
+    """A failed request for [vm-a, vm-b] (hard anti-affinity, one host) left free RAM at
+    3,072 of 4,096 and num_instances at 1 with no claim held: the rollback of vm-a's
+    claim did not give back the release credit that claim had taken."""
+    core = _one_host()
+    core.select_destinations(make_spec("vm-a", memory_mb=MB), now=1.0)
+    core.update_host(
+        make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm-a"]), now=2.0
+    )
+    assert core.release("vm-a", now=3.0)
+    state = core.host_states()["h1"]
+    assert (state.free_ram_mb, state.num_instances) == (4 * MB, 0)
+    before = core.digest()
+    spec = make_spec("vm-a", "vm-b", memory_mb=MB, group=("g", "anti-affinity"))
+    with pytest.raises(NoValidHost, match="ServerGroupAntiAffinityFilter removed 1"):
+        core.select_destinations(spec, now=4.0)
+    state = core.host_states()["h1"]
+    assert (state.free_ram_mb, state.num_instances, state.assumed_claims) == (4 * MB, 0, 0)
+    assert core.claims() == {}
+    assert core.digest() == before
+
+
 # -- all or nothing -------------------------------------------------------------------
 
 
