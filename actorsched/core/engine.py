@@ -180,7 +180,6 @@ class SchedulerCore:
         order = sorted(WEIGH_COLUMNS, key=lambda c: multipliers[c] == 0)
         self._matrix_multipliers = [multipliers[c] for c in order if multipliers[c] != 0]
         in_use = order[: len(self._matrix_multipliers)]
-        self._matrix_floors = np.array([floors[c] for c in in_use], dtype=np.float64)
         self.table = HostTable(
             config.ram_allocation_ratio,
             config.cpu_allocation_ratio,
@@ -828,7 +827,8 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             sub = table.weigh_matrix.take(rows, axis=1)
-            los = np.minimum(sub.min(axis=1), self._matrix_floors).tolist()
+            lows = zip(sub.min(axis=1).tolist(), table.floors, strict=True)
+            los = [lo if lo < floor else floor for lo, floor in lows]
             his = sub.max(axis=1).tolist()
             coefs = [
                 m / (hi - lo) if hi > lo else 0.0

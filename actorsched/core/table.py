@@ -24,8 +24,9 @@ Rules this module keeps:
 * Each weigher column in use has a *floor*, its weigher's ``minval`` (0.0
   for Nova's RAM, CPU, Disk and IoOps weighers; +inf for none). A weight
   is normalized between min(floor, lowest value) and the highest value, so
-  the low view holds min(value, floor): with every value at or above the
-  floor, every row's low view is the floor and only the maxima matter.
+  :meth:`HostTable.extremes` keeps that lowest as min(floor, lowest view):
+  while no value is below the floor it is the floor, whichever row changes,
+  and only the maxima are ever scanned again.
 """
 
 from __future__ import annotations
@@ -81,8 +82,16 @@ OUT_OF_REACH = 1e300
 _DIRTY_LIMIT = 16
 
 
+_INF = float("inf")
+
+
+# np.minimum and np.where for one row's scalars (a refresh runs on every claim:
+# builtin min() parses its arguments more slowly than this compares them)
+def _least(a: float, b: float) -> float:
+    return a if a < b else b
+
+
 def _either(condition: bool, yes: float, no: float) -> float:
-    """``np.where`` for one row's scalars."""
     return yes if condition else no
 
 
@@ -375,13 +384,14 @@ class HostTable:
         return self.ints[name][: self.n]
 
     def _derive(
-        self, raw: Any, least: Any = min, where: Any = _either
+        self, raw: Any, least: Any = _least, where: Any = _either
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
         """Headroom, weigher figures (in this table's order), instance count and
-        I/O count from one row's raw figures (a list of ints, with the builtin
-        ``least`` and ``where``) or many rows' (an ``(18, m)`` int64 array, with
-        ``np.minimum`` and ``np.where``): the same operations in the same order,
-        so a row derived alone or in a batch is the same to the last bit.
+        I/O count from one row's raw figures (a list of ints, with the scalar
+        ``least`` and ``where`` of this module) or many rows' (an ``(18, m)`` int64
+        array, with ``np.minimum`` and ``np.where``): the same operations in the
+        same order, so a row derived alone or in a batch is the same to the last
+        bit.
 
         Headroom is the largest request the row can take, as Nova 18's
         resource filters decide: what its capacity leaves, (total - reserved) x
@@ -418,7 +428,7 @@ class HostTable:
         vcpus_free = vcpus_total * self.cpu_ratio - used_vcpus
         headroom = (
             least(mem_total, usable_mem * self.ram_ratio - used_mem),
-            where(vcpus_total == 0, np.inf, least(vcpus_total, vcpus_free)),
+            where(vcpus_total == 0, _INF, least(vcpus_total, vcpus_free)),
             least(disk_total, disk_total * self.disk_ratio - used_disk),
         )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
@@ -446,8 +456,7 @@ class HostTable:
         )
         # derived rows: headroom, base penalty, weigher columns, hi and lo views
         if ok:
-            lows = map(min, ordered[:k], self.floors)  # min(value, floor): see the rules
-            self.derived[:, row] = [*headroom, 0.0, *ordered, *ordered[:k], *lows]
+            self.derived[:, row] = [*headroom, 0.0, *ordered, *ordered[:k], *ordered[:k]]
         else:
             self.derived[:, row] = [*headroom, OUT_OF_REACH, *ordered, *self._views_failed]
         self._changed(row)
@@ -496,10 +505,7 @@ class HostTable:
             np.where(ok, 0.0, OUT_OF_REACH),
             *ordered,
             *(np.where(ok, figure, -np.inf) for figure in ordered[:k]),
-            *(
-                np.where(ok, np.minimum(figure, floor), np.inf)
-                for figure, floor in zip(ordered[:k], self.floors, strict=True)
-            ),
+            *(np.where(ok, figure, np.inf) for figure in ordered[:k]),
         ]
         if self._extremes is not None:
             if index.size > _DIRTY_LIMIT:
@@ -524,7 +530,7 @@ class HostTable:
         Over the rows that pass ``row_ok`` (the views put the others out of
         reach); a highest row that fails ``row_ok`` means no row passes.
         Also returns the values (the highest of each column in use, then
-        the lowest, never above the column's floor: min(floor, lowest low
+        the lowest, never above the column's floor: min(floor, lowest
         view)) and the ``derived`` figures (a list per row: headroom, base
         penalty, weigher columns ...) of the rows that bound the
         normalization, so a caller reads no array for them: every highest
@@ -576,7 +582,7 @@ class HostTable:
                         values[j] = v
                     elif rows[j] == row and v != best and (j < k or best < floors[j - k]):
                         # the extreme row fell back (a lowest value at the floor
-                        # cannot: no low view is above the floor but a failed row's)
+                        # stays the floor whatever that row does)
                         view = derived[v0 + j, :n]
                         rows[j] = r = int(view.argmax() if j < k else view.argmin())
                         figures[r] = derived[:, r].tolist()

@@ -275,7 +275,9 @@ class CoreMachine(RuleBasedStateMachine):
         hard anti-affinity: all or nothing, and a failure leaves nothing behind."""
         # most often one its host still lists and credits back: the case that matters
         released = st.sampled_from(sorted(u for u in self.sizes if u not in self.claims))
-        still_listed = sorted(u for by_uuid in self.credits.values() for u in by_uuid)
+        still_listed = sorted(
+            u for by_uuid in self.credits.values() for u in by_uuid if u not in self.claims
+        )
         old = data.draw(st.sampled_from(still_listed) | released if still_listed else released)
         uuids = [old, *(f"vm{self.next_uuid + i}" for i in range(fresh))]
         self.next_uuid += fresh
