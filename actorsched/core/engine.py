@@ -6,8 +6,9 @@ Rules this module keeps (everything that changes host state lives here):
   other code can observe or change host state half way through a change:
   the 2015 race cannot be written here.
 * Time is an argument (``now``, seconds on any monotonic clock), never read.
-* Claims are keyed by instance uuid: asking twice for the same uuids returns
-  the same selections and claims nothing more.
+* Claims are keyed by instance uuid: asking twice for the same uuids with
+  the same request (its fingerprint) returns the same selections and claims
+  nothing more; the same uuids with another request are refused.
 * A request is placed all or nothing: a failure rolls back every claim the
   request made before it raises, and the state is then exactly as before.
 * A claim changes its host by exactly what the filters checked: its own
@@ -44,7 +45,7 @@ from .filters import (
     PlacementContext,
     RamFilter,
 )
-from .ledger import Claim, ClaimLedger
+from .ledger import Claim, ClaimLedger, fingerprint_differences, request_fingerprint
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .views import capture_host_states
 from .weighers import (
@@ -69,6 +70,9 @@ __all__ = [
 log = logging.getLogger("actorsched.core")
 
 _EMPTY: frozenset[str] = frozenset()
+# Distinct request fingerprints kept for sharing between claims before the
+# pool starts over (it only saves memory: a fingerprint not in it is fine).
+_FINGERPRINT_POOL = 4_096
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
 _RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(i) for i in range(3))  # headroom
@@ -236,6 +240,7 @@ class SchedulerCore:
         self._hints_only = all(type(f) in _HINT_FILTERS for f in self._request_filters) and all(
             isinstance(w, SoftGroupWeigher) for w in self._other_weighers
         )
+        self._fingerprints: dict[str, str] = {}  # recent request fingerprints, each kept once
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
 
@@ -446,11 +451,23 @@ class SchedulerCore:
         return self._reported_row.get(instance_uuid)
 
     def select_destinations(self, spec: RequestSpec, now: float) -> list[Selection]:
-        """Claim a host for every instance of ``spec``, or raise and claim nothing."""
+        """Claim a host for every instance of ``spec``, or raise and claim nothing.
+
+        Every uuid already claimed by this same request (equal
+        :func:`~actorsched.core.ledger.request_fingerprint`): the same
+        selections, nothing claimed. By another request: InvalidRequest
+        naming what differs.
+        """
         claims = self.ledger.claims
+        fingerprint = request_fingerprint(spec)
+        # claims of equal requests share one string (most requests are a few flavors)
+        fingerprint = self._fingerprints.setdefault(fingerprint, fingerprint)
+        if len(self._fingerprints) > _FINGERPRINT_POOL:
+            self._fingerprints.clear()
         held = [u for u in spec.instance_uuids if u in claims]
         if held:
             if len(held) == len(spec.instance_uuids):
+                self._check_same_request(spec, fingerprint)
                 return [claims[u].selection for u in spec.instance_uuids]
             fresh = [u for u in spec.instance_uuids if u not in claims]
             raise InvalidRequest(
@@ -485,7 +502,7 @@ class SchedulerCore:
                 alternates = [] if several else [str(names[r]) for r in top if r != row]
                 host = names[row]
                 assert host is not None
-                self._claim(spec, uuid, row, host, alternates[: self._alternates], now)
+                self._claim(spec, uuid, row, host, alternates[: self._alternates], now, fingerprint)
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
@@ -501,20 +518,57 @@ class SchedulerCore:
             raise
         return [claims[u].selection for u in spec.instance_uuids]
 
+    def _check_same_request(self, spec: RequestSpec, fingerprint: str) -> None:
+        """Raise InvalidRequest if a uuid of ``spec`` is held by another request.
+
+        A claim whose fingerprint is unknown (None: restored from an older
+        snapshot) accepts any repeat, as before fingerprints were kept.
+        """
+        claims = self.ledger.claims
+        other = [u for u in spec.instance_uuids if claims[u].fingerprint not in (None, fingerprint)]
+        if not other:
+            return
+        first = claims[other[0]]
+        assert first.fingerprint is not None
+        differences = "; ".join(fingerprint_differences(first.fingerprint, fingerprint))
+        more = f" (and {len(other) - 1} more of its uuids)" if len(other) > 1 else ""
+        raise InvalidRequest(
+            f"instance {other[0]} already holds a claim on {first.host} made by another "
+            f"request{more}: {differences}; resend the original request unchanged, or "
+            f"release {other[0]} first to ask for this one"
+        )
+
     def restore_claims(
-        self, spec: RequestSpec, selections: Sequence[Selection], now: float
+        self,
+        spec: RequestSpec,
+        selections: Sequence[Selection],
+        now: float,
+        *,
+        fingerprint: str | None = None,
+        from_spec: bool = True,
     ) -> None:
         """Re-apply claims decided earlier (journal replay); hosts must exist.
 
         Skips a selection whose uuid already holds a claim or whose host is
-        gone, so replaying the same records twice changes nothing.
+        gone, so replaying the same records twice changes nothing. Each
+        claim's fingerprint is that of ``spec`` (the request as it was
+        sent, as a journal record keeps it) unless ``from_spec`` is False:
+        then ``fingerprint``, None when it is unknown (an older snapshot).
         """
+        if from_spec:
+            fingerprint = request_fingerprint(spec)
         for selection in selections:
             row = self.table.row_of.get(selection.host)
             if row is None or selection.instance_uuid in self.ledger.claims:
                 continue
             self._claim(
-                spec, selection.instance_uuid, row, selection.host, selection.alternates, now
+                spec,
+                selection.instance_uuid,
+                row,
+                selection.host,
+                selection.alternates,
+                now,
+                fingerprint,
             )
 
     def _claim(
@@ -525,6 +579,7 @@ class SchedulerCore:
         host: str,
         alternates: Sequence[str],
         now: float,
+        fingerprint: str | None,
     ) -> None:
         group_id = spec.group.id if spec.group is not None else None
         claim = Claim(
@@ -537,6 +592,7 @@ class SchedulerCore:
             now,
             host,
             tuple(alternates),
+            fingerprint,
         )
         self.ledger.add(claim)
         credits = self.ledger.released.get(row)
@@ -915,6 +971,7 @@ class SchedulerCore:
                         c.group_id,
                         c.confirmed,
                         list(c.alternates),
+                        c.fingerprint,
                     )
                 ).encode()
             )

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
+import pytest
 from conftest import make_report, make_spec, ram_only_config
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import (
@@ -318,6 +319,11 @@ class CoreMachine(RuleBasedStateMachine):
         before = self.core.digest()
         if len(live) == len(spec.instance_uuids):
             assert self.core.select_destinations(spec, now=self.now) == selections
+            # the same uuids asked for with another flavor: not this request
+            other = spec.model_copy(update={"disk_gb": spec.disk_gb + 1})
+            differs = f"disk_gb {spec.disk_gb} then, {spec.disk_gb + 1} now"
+            with pytest.raises(InvalidRequest, match=differs):
+                self.core.select_destinations(other, now=self.now)
         elif live:
             try:
                 self.core.select_destinations(spec, now=self.now)
