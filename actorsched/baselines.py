@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import ClassVar
 
+from .core.ledger import fingerprint_differences, request_fingerprint
 from .errors import InvalidRequest, NoValidHost
 from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
 
@@ -609,6 +610,7 @@ class _Claim:
     group_id: str | None
     created_at: float
     selection: Selection
+    fingerprint: str
     confirmed: bool = False
 
 
@@ -752,7 +754,15 @@ class UnsynchronizedHostManager:
         selection = Selection(instance_uuid=uuid, host=host.host, alternates=alternates)
         group_id = spec.group.id if spec.group is not None else None
         claim = _Claim(
-            uuid, host.host, spec.memory_mb, spec.vcpus, spec.disk_gb, group_id, ctx.now, selection
+            uuid,
+            host.host,
+            spec.memory_mb,
+            spec.vcpus,
+            spec.disk_gb,
+            group_id,
+            ctx.now,
+            selection,
+            request_fingerprint(spec),
         )
         self._claims[uuid] = claim
         self._claims_on.setdefault(host.host, set()).add(uuid)
@@ -807,6 +817,17 @@ class UnsynchronizedHostManager:
         held = [u for u in spec.instance_uuids if u in self._claims]
         if held:
             if len(held) == len(spec.instance_uuids):
+                # the same request again (as actorsched tells it: its fingerprint)
+                fingerprint = request_fingerprint(spec)
+                other = [u for u in held if self._claims[u].fingerprint != fingerprint]
+                if other:
+                    differences = fingerprint_differences(
+                        self._claims[other[0]].fingerprint, fingerprint
+                    )
+                    raise InvalidRequest(
+                        f"instance {other[0]} already holds a claim made by another "
+                        f"request: {'; '.join(differences)}; release it first"
+                    )
                 return [self._claims[u].selection for u in spec.instance_uuids]
             raise InvalidRequest(
                 f"instance_uuids {held} already hold claims but others do not; "

@@ -422,3 +422,13 @@ async def test_alternates_of_several_instances_are_chosen_after_all_claims(
             ["host0", "host2"],
             ["host1", "host2"],
         ]
+
+
+@MANAGERS
+async def test_a_repeat_with_another_request_is_invalid(manager_cls: Manager) -> None:
+    async with manager_cls() as m:
+        await m.update_host(report("n1"))
+        first = await m.select_destinations(spec("a", memory_mb=1024))
+        assert await m.select_destinations(spec("a", memory_mb=1024)) == first
+        with pytest.raises(InvalidRequest, match="memory_mb 1024 then, 2048 now"):
+            await m.select_destinations(spec("a", memory_mb=2048))
