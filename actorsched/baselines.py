@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import ClassVar
 
+from .core.ledger import fingerprint_differences, request_fingerprint
 from .errors import InvalidRequest, NoValidHost
 from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
 
@@ -68,7 +69,8 @@ def over_capacity(state: HostState, config: SchedulerConfig) -> bool:
     """True when ``state`` uses more RAM, vCPUs or disk than its capacity with ratios.
 
     Works on any scheduler's snapshot, so the demo counts over-commit the
-    same way for actorsched and the baselines.
+    same way for actorsched and the baselines. A host that reports 0 vCPUs
+    has no vCPU capacity to pass (CoreFilter assumes its count is broken).
     """
     usable_ram = state.memory_mb - state.memory_mb_reserved
     used_ram = usable_ram - state.free_ram_mb
@@ -76,7 +78,7 @@ def over_capacity(state: HostState, config: SchedulerConfig) -> bool:
     return (
         used_ram > usable_ram * config.ram_allocation_ratio
         or used_disk > state.local_gb * config.disk_allocation_ratio
-        or state.vcpus_used > state.vcpus_total * config.cpu_allocation_ratio
+        or 0 < state.vcpus_total * config.cpu_allocation_ratio < state.vcpus_used
     )
 
 
@@ -162,15 +164,26 @@ class NovaHostState:
     def num_io_ops(self) -> int:
         return self.reported_io_ops + self.assumed
 
+    # the largest request the host can take (Nova 18's RamFilter, CoreFilter and
+    # DiskFilter): what capacity leaves, and never more than the host's own total
+
     def ram_headroom(self, ratio: float) -> float:
         usable = self.memory_mb - self.memory_mb_reserved
-        return usable * ratio - (self.memory_mb_used + self.claimed_mem - self.released_mem)
+        left = usable * ratio - (self.memory_mb_used + self.claimed_mem - self.released_mem)
+        return min(self.memory_mb, left)
 
-    def vcpu_headroom(self, ratio: float) -> float:
+    def vcpus_free(self, ratio: float) -> float:
+        """Nova's CPUWeigher figure: vcpus x ratio - used."""
         return self.vcpus * ratio - (self.vcpus_used + self.claimed_vcpus - self.released_vcpus)
 
+    def vcpu_headroom(self, ratio: float) -> float:
+        if self.vcpus == 0:
+            return math.inf  # CoreFilter fails safe: CPU collection assumed broken
+        return min(self.vcpus, self.vcpus_free(ratio))
+
     def disk_headroom(self, ratio: float) -> float:
-        return self.local_gb * ratio - (self.local_gb_used + self.claimed_disk - self.released_disk)
+        left = self.local_gb * ratio - (self.local_gb_used + self.claimed_disk - self.released_disk)
+        return min(self.local_gb, left)
 
     def consume(self, mem: int, vcpus: int, disk: int, sign: int = 1) -> None:
         """Add (or with ``sign=-1`` remove) one assumed claim (``consume_from_request``)."""
@@ -271,7 +284,8 @@ class AvailabilityZoneFilter(NovaFilter):
         return ctx.spec.availability_zone is not None
 
     def host_passes(self, host: NovaHostState, ctx: ChainContext) -> bool:
-        return host.availability_zone == ctx.spec.availability_zone
+        zone = host.availability_zone or ctx.config.default_availability_zone
+        return zone == ctx.spec.availability_zone
 
 
 class RamFilter(NovaFilter):
@@ -395,9 +409,14 @@ NOVA_FILTERS: dict[str, type[NovaFilter]] = {
 
 
 class NovaWeigher:
-    """A per-host weigher: ``weigh`` gives one raw value per host, higher is better."""
+    """A per-host weigher: ``weigh`` gives one raw value per host, higher is better.
+
+    ``minval``, as Nova's ``BaseWeigher.minval``: when set, the normalization
+    starts from it or the lowest value, whichever is lower.
+    """
 
     name: ClassVar[str] = ""
+    minval: ClassVar[float | None] = None
 
     def __init__(self, multiplier: float) -> None:
         self.multiplier = multiplier
@@ -411,6 +430,7 @@ class NovaWeigher:
 
 class RAMWeigher(NovaWeigher):
     name = "RAMWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return float(host.free_ram_mb)
@@ -418,13 +438,15 @@ class RAMWeigher(NovaWeigher):
 
 class CPUWeigher(NovaWeigher):
     name = "CPUWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
-        return host.vcpu_headroom(ctx.config.cpu_allocation_ratio)
+        return host.vcpus_free(ctx.config.cpu_allocation_ratio)
 
 
 class DiskWeigher(NovaWeigher):
     name = "DiskWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return float(host.free_disk_gb)
@@ -432,6 +454,7 @@ class DiskWeigher(NovaWeigher):
 
 class IoOpsWeigher(NovaWeigher):
     name = "IoOpsWeigher"
+    minval = 0.0
 
     def weigh(self, host: NovaHostState, ctx: ChainContext) -> float:
         return float(host.num_io_ops)
@@ -508,8 +531,8 @@ class NovaStyleChain:
         remaining = list(hosts)
         removed: dict[str, int] = {}
         if ctx.spec.ignore_hosts:
-            ignored = set(ctx.spec.ignore_hosts)
-            kept = [h for h in remaining if h.host not in ignored]
+            ignored = {host.lower() for host in ctx.spec.ignore_hosts}  # as Nova: any case
+            kept = [h for h in remaining if h.host.lower() not in ignored]
             if len(kept) < len(remaining):
                 removed["IgnoreHosts"] = len(remaining) - len(kept)
             remaining = kept
@@ -524,19 +547,24 @@ class NovaStyleChain:
 
     def host_passes(self, host: NovaHostState, ctx: ChainContext) -> bool:
         """Whether one host passes every filter now (the locked manager's re-check)."""
-        if host.host in ctx.spec.ignore_hosts:
+        if host.host.lower() in {h.lower() for h in ctx.spec.ignore_hosts}:
             return False
         return all(f.host_passes(host, ctx) for f in self.filters if f.applies(ctx))
 
     def weigh_hosts(self, hosts: list[NovaHostState], ctx: ChainContext) -> list[NovaHostState]:
-        """``hosts`` best first: each weigher min-max normalized, times its multiplier, summed."""
+        """``hosts`` best first: each weigher normalized, times its multiplier, summed.
+
+        As ``nova/weights.py`` (18.0.0): from min(minval, lowest) to the highest.
+        """
         totals = [0.0] * len(hosts)
         for w in self.weighers:
             if not w.applies(ctx):
                 continue
             raw = [w.weigh(h, ctx) for h in hosts]
             lo, hi = min(raw, default=0.0), max(raw, default=0.0)
-            if hi > lo:  # all equal -> every normalized weight is 0, as in nova/weights.py
+            if w.minval is not None:
+                lo = min(lo, w.minval)
+            if hi > lo:  # hi == lo -> every normalized weight is 0, as in nova/weights.py
                 scale = w.multiplier / (hi - lo)
                 totals = [t + scale * (value - lo) for t, value in zip(totals, raw, strict=True)]
         # a stable sort: equal weights keep the hosts' order
@@ -582,6 +610,7 @@ class _Claim:
     group_id: str | None
     created_at: float
     selection: Selection
+    fingerprint: str
     confirmed: bool = False
 
 
@@ -678,7 +707,7 @@ class UnsynchronizedHostManager:
         host.instances = listed
         for uuid in list(self._claims_on.get(host.host, ())):
             claim = self._claims[uuid]
-            if uuid in listed:
+            if uuid in listed and uuid not in host.released:  # else the released instance
                 if not claim.confirmed:  # the report's used figures carry it from now on
                     claim.confirmed = True
                     host.consume(claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
@@ -725,17 +754,25 @@ class UnsynchronizedHostManager:
         selection = Selection(instance_uuid=uuid, host=host.host, alternates=alternates)
         group_id = spec.group.id if spec.group is not None else None
         claim = _Claim(
-            uuid, host.host, spec.memory_mb, spec.vcpus, spec.disk_gb, group_id, ctx.now, selection
+            uuid,
+            host.host,
+            spec.memory_mb,
+            spec.vcpus,
+            spec.disk_gb,
+            group_id,
+            ctx.now,
+            selection,
+            request_fingerprint(spec),
         )
         self._claims[uuid] = claim
         self._claims_on.setdefault(host.host, set()).add(uuid)
         if group_id is not None:
             self._group_hosts.setdefault(group_id, Counter())[host.host] += 1
-        if uuid in host.instances:
+        if uuid in host.instances and uuid not in host.released:
             claim.confirmed = True  # the host already reports it: its figures carry it
-            if uuid in host.released:
-                host.uncredit(uuid)  # claimed again after a release: no longer free
         else:
+            # assumed, even beside the credit of a released instance of that uuid
+            # the host still lists (as actorsched's core)
             host.consume(spec.memory_mb, spec.vcpus, spec.disk_gb)
         self._note(host)
 
@@ -780,6 +817,17 @@ class UnsynchronizedHostManager:
         held = [u for u in spec.instance_uuids if u in self._claims]
         if held:
             if len(held) == len(spec.instance_uuids):
+                # the same request again (as actorsched tells it: its fingerprint)
+                fingerprint = request_fingerprint(spec)
+                other = [u for u in held if self._claims[u].fingerprint != fingerprint]
+                if other:
+                    differences = fingerprint_differences(
+                        self._claims[other[0]].fingerprint, fingerprint
+                    )
+                    raise InvalidRequest(
+                        f"instance {other[0]} already holds a claim made by another "
+                        f"request: {'; '.join(differences)}; release it first"
+                    )
                 return [self._claims[u].selection for u in spec.instance_uuids]
             raise InvalidRequest(
                 f"instance_uuids {held} already hold claims but others do not; "
@@ -797,12 +845,28 @@ class UnsynchronizedHostManager:
                 await self._claim_host(pick, ranked, ctx, uuid)
                 placed.append(uuid)
                 ctx.chosen.append(self._claims[uuid].host)
+            if len(placed) > 1 and self.config.max_attempts > 1:
+                self._share_alternates(placed, ctx)
         except BaseException:
             for uuid in placed:  # all or nothing
                 if uuid in self._claims:
                     self._unclaim(uuid)
             raise
         return [self._claims[u].selection for u in spec.instance_uuids]
+
+    def _share_alternates(self, placed: list[str], ctx: ChainContext) -> None:
+        """Nova's alternates of a request of several instances: ranked once all are
+        claimed, never a host chosen for one of them, the same for each."""
+        chosen = set(ctx.chosen)
+        try:
+            ranked = self.chain.select(ctx.spec, self._hosts.values(), ctx.now, ctx)
+        except NoValidHost:
+            ranked = []
+        alternates = [h.host for h in ranked if h.host not in chosen]
+        alternates = alternates[: self.config.max_attempts - 1]
+        for uuid in placed:
+            claim = self._claims[uuid]
+            claim.selection = Selection(instance_uuid=uuid, host=claim.host, alternates=alternates)
 
     async def release(self, instance_uuid: str) -> bool:
         """Free that instance's claim at once; False when it holds none."""

@@ -118,7 +118,8 @@ class RequestSpec(_Message):
 
     Placing is all or nothing: every instance gets a host or none does.
     ``same_host``/``different_host`` are Nova's scheduler hints (instance
-    uuids); ``ignore_hosts`` names hosts never to pick.
+    uuids); ``ignore_hosts`` names hosts never to pick, in any case (``"Node1"``
+    ignores ``node1``, as Nova's host manager matches them).
     """
 
     instance_uuids: Annotated[
@@ -222,6 +223,8 @@ class SchedulerConfig(BaseModel):
     max_io_ops_per_host: int = Field(8, ge=0)
     max_instances_per_host: int = Field(50, ge=0)
     service_down_time: float = Field(60.0, gt=0)
+    # the zone of a host that reports none (Nova's [DEFAULT] default_availability_zone)
+    default_availability_zone: Name = "nova"
     claim_timeout: float = Field(600.0, gt=0)
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)

@@ -75,9 +75,11 @@ async def test_ram_filter_applies_the_allocation_ratio(manager_cls: Manager) -> 
     config = SchedulerConfig(ram_allocation_ratio=1.5)
     async with manager_cls(config) as m:
         await m.update_host(report("n1", memory_mb=4096 + 512, memory_mb_reserved=512))
-        assert await hosts_of(m, spec("a", memory_mb=6144)) == ["n1"]
+        # 4096 x 1.5 = 6144 in all, no instance larger than the host's 4608
+        assert await hosts_of(m, spec("a", memory_mb=4608)) == ["n1"]
+        assert await hosts_of(m, spec("b", memory_mb=1536)) == ["n1"]
         with pytest.raises(NoValidHost, match="RamFilter removed 1"):
-            await m.select_destinations(spec("b", memory_mb=1))
+            await m.select_destinations(spec("c", memory_mb=1))
         assert (await m.host_states())["n1"].free_ram_mb == 4096 - 6144
         assert m.overcommitted_hosts() == []  # within capacity once the ratio is applied
 
@@ -85,17 +87,17 @@ async def test_ram_filter_applies_the_allocation_ratio(manager_cls: Manager) -> 
 @MANAGERS
 async def test_core_and_disk_filters(manager_cls: Manager) -> None:
     async with manager_cls(SchedulerConfig(cpu_allocation_ratio=2.0)) as m:
-        await m.update_host(report("n1", vcpus=2, vcpus_used=1, local_gb=10, local_gb_used=5))
+        await m.update_host(report("n1", vcpus=2, vcpus_used=2, local_gb=10, local_gb_used=5))
         with pytest.raises(NoValidHost, match="CoreFilter removed 1"):
             await m.select_destinations(
-                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=4, disk_gb=1)
+                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=3, disk_gb=1)
             )
         with pytest.raises(NoValidHost, match="DiskFilter removed 1"):
             await m.select_destinations(
-                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=3, disk_gb=6)
+                RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=2, disk_gb=6)
             )
         placed = await m.select_destinations(
-            RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=3, disk_gb=5)
+            RequestSpec(instance_uuids=["a"], memory_mb=1, vcpus=2, disk_gb=5)
         )
         assert placed[0].host == "n1"
 
@@ -405,3 +407,28 @@ def test_over_capacity_counts_each_resource_with_its_ratio() -> None:
     host.consume(4097, 0, 0, -1)
     host.consume(0, 0, 101)
     assert over_capacity(host.state(), config)
+
+
+@MANAGERS
+async def test_alternates_of_several_instances_are_chosen_after_all_claims(
+    manager_cls: Manager,
+) -> None:
+    # as Nova's filter scheduler: 2 instances, 3 equal hosts, max_attempts=3
+    async with manager_cls(SchedulerConfig(max_attempts=3)) as m:
+        for host in ("host0", "host1", "host2"):
+            await m.update_host(report(host))
+        selections = await m.select_destinations(spec("i1", "i2"))
+        assert [[s.host, *s.alternates] for s in selections] == [
+            ["host0", "host2"],
+            ["host1", "host2"],
+        ]
+
+
+@MANAGERS
+async def test_a_repeat_with_another_request_is_invalid(manager_cls: Manager) -> None:
+    async with manager_cls() as m:
+        await m.update_host(report("n1"))
+        first = await m.select_destinations(spec("a", memory_mb=1024))
+        assert await m.select_destinations(spec("a", memory_mb=1024)) == first
+        with pytest.raises(InvalidRequest, match="memory_mb 1024 then, 2048 now"):
+            await m.select_destinations(spec("a", memory_mb=2048))

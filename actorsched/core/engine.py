@@ -6,10 +6,17 @@ Rules this module keeps (everything that changes host state lives here):
   other code can observe or change host state half way through a change:
   the 2015 race cannot be written here.
 * Time is an argument (``now``, seconds on any monotonic clock), never read.
-* Claims are keyed by instance uuid: asking twice for the same uuids returns
-  the same selections and claims nothing more.
+* Claims are keyed by instance uuid: asking twice for the same uuids with
+  the same request (its fingerprint) returns the same selections and claims
+  nothing more; the same uuids with another request are refused.
 * A request is placed all or nothing: a failure rolls back every claim the
-  request made before it raises.
+  request made before it raises, and the state is then exactly as before.
+* A claim changes its host by exactly what the filters checked: its own
+  resources while assumed, nothing once a report's figures carry it. A
+  uuid claimed again while its host still lists it and credits it back
+  (released, the old instance not gone yet) is an assumed claim beside the
+  credit: that listing is the released instance, and the claim is
+  confirmed only by a listing after the credit ended.
 * A report is applied only when its generation is above the host's last.
 """
 
@@ -38,10 +45,16 @@ from .filters import (
     PlacementContext,
     RamFilter,
 )
-from .ledger import Claim, ClaimLedger
+from .ledger import Claim, ClaimLedger, fingerprint_differences, request_fingerprint
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .views import ImageBuffers, capture_host_states
-from .weighers import ColumnWeigher, HostWeigher, SoftGroupWeigher, builtin_weighers
+from .weighers import (
+    ColumnWeigher,
+    HostWeigher,
+    SoftGroupWeigher,
+    builtin_weighers,
+    weigher_floor,
+)
 
 __all__ = [
     "Command",
@@ -57,6 +70,9 @@ __all__ = [
 log = logging.getLogger("actorsched.core")
 
 _EMPTY: frozenset[str] = frozenset()
+# Distinct request fingerprints kept for sharing between claims before the
+# pool starts over (it only saves memory: a fingerprint not in it is fine).
+_FINGERPRINT_POOL = 4_096
 _ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
 _RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(i) for i in range(3))  # headroom
@@ -150,21 +166,32 @@ class SchedulerCore:
         ]
         # Weighers over the table's weigher matrix are summed in one product;
         # the matrix rows in use come first so the product skips the others.
+        # Weighers of one column share its floor (their minval); one with
+        # another minval is weighed on its own.
         multipliers = dict.fromkeys(WEIGH_COLUMNS, 0.0)
+        floors: dict[str, float] = {}
         self._other_weighers: list[HostWeigher] = []
         for w in self.weighers:
-            if isinstance(w, ColumnWeigher) and w.column in multipliers:
+            floor = weigher_floor(w)
+            if (
+                isinstance(w, ColumnWeigher)
+                and w.column in multipliers
+                and floors.setdefault(w.column, floor) == floor
+            ):
                 multipliers[w.column] += w.multiplier
             else:
                 self._other_weighers.append(w)
+        self._other_floors = [weigher_floor(w) for w in self._other_weighers]
         order = sorted(WEIGH_COLUMNS, key=lambda c: multipliers[c] == 0)
         self._matrix_multipliers = [multipliers[c] for c in order if multipliers[c] != 0]
+        in_use = order[: len(self._matrix_multipliers)]
         self.table = HostTable(
             config.ram_allocation_ratio,
             config.cpu_allocation_ratio,
             config.disk_allocation_ratio,
             tuple(order),
-            len(self._matrix_multipliers),
+            len(in_use),
+            tuple(floors[c] for c in in_use),
         )
         self.ledger = ClaimLedger()
         self.filters: list[HostFilter] = [
@@ -199,7 +226,7 @@ class SchedulerCore:
         # read on every request (config is frozen)
         self._subset = config.host_subset_size
         self._alternates = config.max_attempts - 1
-        self._want = self._subset + self._alternates
+        self._want = self._subset + self._alternates  # rows ranked for a single instance
         # Below this share of passing rows, weigh a gathered copy of just those
         # rows (same result, fewer passes); a tuning knob, 0 turns it off.
         self.compress_below = 0.5
@@ -214,6 +241,7 @@ class SchedulerCore:
         self._hints_only = all(type(f) in _HINT_FILTERS for f in self._request_filters) and all(
             isinstance(w, SoftGroupWeigher) for w in self._other_weighers
         )
+        self._fingerprints: dict[str, str] = {}  # recent request fingerprints, each kept once
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
 
@@ -369,9 +397,11 @@ class SchedulerCore:
                 del self._listed[row]
         table = self.table
         ledger = self.ledger
+        credits = ledger.released.get(row)
         for uuid in list(ledger.by_row.get(row, ())):
             claim = ledger.claims[uuid]
-            if uuid in listed:
+            # a credited uuid that is listed is the released instance, not this claim's
+            if uuid in listed and not (credits and uuid in credits):
                 if not claim.confirmed:  # the report's used figures carry it from now on
                     claim.confirmed = True
                     table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
@@ -389,7 +419,6 @@ class SchedulerCore:
                     table.name_of[row],
                     now - claim.created_at,
                 )
-        credits = ledger.released.get(row)
         if credits:
             for uuid, (mem, vcpus, disk) in list(credits.items()):
                 if uuid not in listed:
@@ -423,11 +452,23 @@ class SchedulerCore:
         return self._reported_row.get(instance_uuid)
 
     def select_destinations(self, spec: RequestSpec, now: float) -> list[Selection]:
-        """Claim a host for every instance of ``spec``, or raise and claim nothing."""
+        """Claim a host for every instance of ``spec``, or raise and claim nothing.
+
+        Every uuid already claimed by this same request (equal
+        :func:`~actorsched.core.ledger.request_fingerprint`): the same
+        selections, nothing claimed. By another request: InvalidRequest
+        naming what differs.
+        """
         claims = self.ledger.claims
+        fingerprint = request_fingerprint(spec)
+        # claims of equal requests share one string (most requests are a few flavors)
+        fingerprint = self._fingerprints.setdefault(fingerprint, fingerprint)
+        if len(self._fingerprints) > _FINGERPRINT_POOL:
+            self._fingerprints.clear()
         held = [u for u in spec.instance_uuids if u in claims]
         if held:
             if len(held) == len(spec.instance_uuids):
+                self._check_same_request(spec, fingerprint)
                 return [claims[u].selection for u in spec.instance_uuids]
             fresh = [u for u in spec.instance_uuids if u not in claims]
             raise InvalidRequest(
@@ -441,43 +482,94 @@ class SchedulerCore:
             )
         ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
         placed: list[str] = []
+        # One instance: its alternates are the next best hosts it was ranked
+        # with. Several: as Nova's filter scheduler, the alternates are chosen
+        # once every instance is claimed, from the hosts that pass then, and
+        # never a host chosen for an instance of this request; so each
+        # instance is ranked only for its random subset.
+        several = len(spec.instance_uuids) > 1
+        want = self._subset if several else self._want
         try:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                top = self._top(ctx)
+                top = self._top(ctx, want)
                 if not top:
                     raise self._no_valid_host(ctx, uuid, index)
                 row = top[0]
                 if self._subset > 1:
                     row = self._rng.choice(top[: self._subset])
                 names = self.table.name_of
-                alternates = [str(names[r]) for r in top if r != row][: self._alternates]
+                alternates = [] if several else [str(names[r]) for r in top if r != row]
                 host = names[row]
                 assert host is not None
-                self._claim(spec, uuid, row, host, alternates, now)
+                self._claim(spec, uuid, row, host, alternates[: self._alternates], now, fingerprint)
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
+            if several and self._alternates:
+                chosen = set(ctx.chosen_rows)
+                top = self._top(ctx, self._alternates + len(chosen))
+                names = self.table.name_of
+                shared = tuple(str(names[r]) for r in top if r not in chosen)[: self._alternates]
+                for uuid in placed:
+                    claims[uuid].alternates = shared
         except BaseException:
             for uuid in placed:
                 self._unclaim(uuid)
             raise
         return [claims[u].selection for u in spec.instance_uuids]
 
+    def _check_same_request(self, spec: RequestSpec, fingerprint: str) -> None:
+        """Raise InvalidRequest if a uuid of ``spec`` is held by another request.
+
+        A claim whose fingerprint is unknown (None: restored from an older
+        snapshot) accepts any repeat, as before fingerprints were kept.
+        """
+        claims = self.ledger.claims
+        other = [u for u in spec.instance_uuids if claims[u].fingerprint not in (None, fingerprint)]
+        if not other:
+            return
+        first = claims[other[0]]
+        assert first.fingerprint is not None
+        differences = "; ".join(fingerprint_differences(first.fingerprint, fingerprint))
+        more = f" (and {len(other) - 1} more of its uuids)" if len(other) > 1 else ""
+        raise InvalidRequest(
+            f"instance {other[0]} already holds a claim on {first.host} made by another "
+            f"request{more}: {differences}; resend the original request unchanged, or "
+            f"release {other[0]} first to ask for this one"
+        )
+
     def restore_claims(
-        self, spec: RequestSpec, selections: Sequence[Selection], now: float
+        self,
+        spec: RequestSpec,
+        selections: Sequence[Selection],
+        now: float,
+        *,
+        fingerprint: str | None = None,
+        from_spec: bool = True,
     ) -> None:
         """Re-apply claims decided earlier (journal replay); hosts must exist.
 
         Skips a selection whose uuid already holds a claim or whose host is
-        gone, so replaying the same records twice changes nothing.
+        gone, so replaying the same records twice changes nothing. Each
+        claim's fingerprint is that of ``spec`` (the request as it was
+        sent, as a journal record keeps it) unless ``from_spec`` is False:
+        then ``fingerprint``, None when it is unknown (an older snapshot).
         """
+        if from_spec:
+            fingerprint = request_fingerprint(spec)
         for selection in selections:
             row = self.table.row_of.get(selection.host)
             if row is None or selection.instance_uuid in self.ledger.claims:
                 continue
             self._claim(
-                spec, selection.instance_uuid, row, selection.host, selection.alternates, now
+                spec,
+                selection.instance_uuid,
+                row,
+                selection.host,
+                selection.alternates,
+                now,
+                fingerprint,
             )
 
     def _claim(
@@ -488,6 +580,7 @@ class SchedulerCore:
         host: str,
         alternates: Sequence[str],
         now: float,
+        fingerprint: str | None,
     ) -> None:
         group_id = spec.group.id if spec.group is not None else None
         claim = Claim(
@@ -500,19 +593,18 @@ class SchedulerCore:
             now,
             host,
             tuple(alternates),
+            fingerprint,
         )
         self.ledger.add(claim)
-        if claim.instance_uuid in self._listed.get(claim.row, _EMPTY):
+        credits = self.ledger.released.get(row)
+        if uuid in self._listed.get(row, _EMPTY) and not (credits and uuid in credits):
             claim.confirmed = True  # the host already reports it: its figures carry it
-            credits = self.ledger.released.get(claim.row)
-            if credits is not None and claim.instance_uuid in credits:
-                # released, still listed, and now claimed again: stop crediting it
-                mem, vcpus, disk = credits.pop(claim.instance_uuid)
-                if not credits:
-                    del self.ledger.released[claim.row]
-                self.table.add_released(claim.row, mem, vcpus, disk, -1)
         else:
-            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+            # Assumed, even when the host lists a released instance of that uuid:
+            # its credit stays until a report drops it (taking the credit
+            # instead would change the host by the old size, not the one the
+            # filters checked, and a rollback could not give it back).
+            self.table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
 
     def _unclaim(self, uuid: str) -> Claim:
         claim = self.ledger.drop(uuid)
@@ -538,13 +630,13 @@ class SchedulerCore:
     # -- filtering and weighing -------------------------------------------
 
     def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        """``ignore_hosts``: False for each host named there, ignoring case (as Nova)."""
         if not ctx.spec.ignore_hosts:
             return None
-        mask = np.ones(self.table.n, dtype=np.bool_)
+        table = self.table
+        mask = np.ones(table.n, dtype=np.bool_)
         for host in ctx.spec.ignore_hosts:
-            row = self.table.row_of.get(host)
-            if row is not None:
-                mask[row] = False
+            mask[table.rows_named(host)] = False
         return mask
 
     def _sweep(self, now: float) -> None:
@@ -582,8 +674,8 @@ class SchedulerCore:
         live &= at >= threshold
         self._oldest = float(at[live].min()) if live.any() else np.inf
 
-    def _top(self, ctx: PlacementContext) -> list[int]:
-        """The best passing rows, best first; empty when no host passes."""
+    def _top(self, ctx: PlacementContext, want: int) -> list[int]:
+        """The ``want`` best passing rows (fewer if fewer pass), best first."""
         table = self.table
         spec = ctx.spec
         if (
@@ -595,39 +687,39 @@ class SchedulerCore:
             and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
             and not (spec.same_host or spec.different_host)
         ):
-            top = self._top_unfiltered(ctx)
-            return top if top is not None else self._ranked(self._passing(ctx, ()), ())
+            top = self._top_unfiltered(ctx, want)
+            return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
         ignored = self._ignored(ctx)
         if ignored is not None:
             masks.append(ignored)
         raws = [
-            (w.multiplier, raw)
-            for w in self._other_weighers
+            (w.multiplier, raw, floor)
+            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
             if (raw := w.weigh_all(table, ctx)) is not None
         ]
         if not masks and not raws and self.shortcut and table.n:
-            top = self._top_unfiltered(ctx)
+            top = self._top_unfiltered(ctx, want)
             if top is not None:
                 return top
-        return self._ranked(self._passing(ctx, masks), raws)
+        return self._ranked(self._passing(ctx, masks), raws, want)
 
-    def _top_unfiltered(self, ctx: PlacementContext) -> list[int] | None:
+    def _top_unfiltered(self, ctx: PlacementContext, want: int) -> list[int] | None:
         """:meth:`_ranked` for a request with no request-specific filter, or None.
 
         The passing rows are then those that pass ``row_ok`` and fit. Each
-        weigher's extreme over the ``row_ok`` rows (kept by the table) is its
-        extreme over the passing rows whenever that row fits, and the best
-        scores among the ``row_ok`` rows are the best passing ones once the
-        rows that do not fit are skipped. So only the rows looked at are
-        checked; None (build the mask instead) when an extreme row does not
-        fit or too many top rows do not.
+        weigher's highest value over the ``row_ok`` rows (kept by the table)
+        is its highest over the passing rows whenever that row fits; its
+        lowest, min(floor, lowest value), likewise when it is below the floor
+        and is the floor otherwise. The best scores among the ``row_ok`` rows
+        are the best passing ones once the rows that do not fit are skipped.
+        So only the rows looked at are checked; None (build the mask
+        instead) when a bounding row does not fit or too many top rows do not.
         """
         table = self.table
         n = table.n
         spec = ctx.spec
         fused = self._fused_resources
-        want = self._want
         if want > 16:
             return None
         multipliers = self._matrix_multipliers
@@ -641,7 +733,7 @@ class SchedulerCore:
                 or min(map(_CPU_LEFT, figures)) < spec.vcpus
                 or min(map(_DISK_LEFT, figures)) < spec.disk_gb
             ):
-                return None  # an extreme row does not fit: it may not be the extreme
+                return None  # a bounding row does not fit: it may not bound the passing ones
             coefs = [-1.0]  # the base penalty row
             coefs += [
                 m / (hi - lo) if hi > lo else 0.0
@@ -692,16 +784,22 @@ class SchedulerCore:
         return mask
 
     def _ranked(
-        self, mask: NDArray[np.bool_], raws: Sequence[tuple[float, NDArray[np.float64]]]
+        self,
+        mask: NDArray[np.bool_],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        want: int,
     ) -> list[int]:
-        """Best rows first: enough for the random subset and the alternates.
+        """The ``want`` best rows of ``mask``, best first.
 
-        Each weigher's values are min-max normalized over the passing rows
-        and multiplied, as ``nova/weights.py`` does. Normalizing is
-        ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds the same
-        constant to every row, so only ``m / (hi - lo)`` matters for the
-        order, and the built-in weighers are summed in one matrix product.
-        ``raws`` are the other weighers' (multiplier, values).
+        Each weigher's values are normalized over the passing rows and
+        multiplied, as ``nova/weights.py`` (18.0.0) does: between ``lo``, the
+        lowest value or the weigher's ``minval`` when that is lower (0 for
+        the RAM, CPU, Disk and IoOps weighers, so a weight is its value over
+        the highest), and ``hi``, the highest value; all 0 when ``hi <= lo``.
+        Normalizing is ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds
+        the same constant to every row, so only ``m / (hi - lo)`` matters for
+        the order, and the built-in weighers are summed in one matrix
+        product. ``raws`` are the other weighers' (multiplier, values, floor).
         """
         table = self.table
         n = table.n
@@ -710,11 +808,10 @@ class SchedulerCore:
         passing = int(np.count_nonzero(mask))
         if passing == 0:
             return []
-        want = self._want
         if passing < n * self.compress_below or want > 16:
             # a selective request (a zone, a trait ...), or a long list wanted:
             # weigh only the passing rows, and sort them
-            return self._ranked_among(np.flatnonzero(mask), raws)
+            return self._ranked_among(np.flatnonzero(mask), raws, want)
         penalty: NDArray[np.float64] | None = None
 
         def penalized() -> NDArray[np.float64]:
@@ -727,26 +824,30 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             matrix = table.weigh_matrix[:, :n]
-            rows, _, _ = table.extremes()
+            rows, values, _ = table.extremes()
             k = len(multipliers)
+            floors = table.floors
             coefs: list[float] = []
             for j, multiplier in enumerate(multipliers):
                 # The extreme over the rows that pass the row-local filters is
                 # the extreme over the passing rows whenever its row passed the
                 # rest too, the common case; otherwise take it again with every
-                # failed row out of reach.
+                # failed row out of reach. A lowest value at the floor is the
+                # floor over any rows.
                 column = matrix[j]
                 row = rows[j]
                 hi = float(column[row] if mask[row] else (column - penalized()).max())
                 row = rows[k + j]
-                lo = float(column[row] if mask[row] else (column + penalized()).min())
+                lo = values[k + j]
+                if lo < floors[j] and not mask[row]:
+                    lo = min(floors[j], float((column + penalized()).min()))
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
             coefs.insert(0, -1.0)  # the base penalty row
             scores = np.array(coefs) @ table.score_matrix[:, :n]
         else:
             scores = -table.base_penalty[:n]
-        for multiplier, raw in raws:
-            w_lo = float(raw.min(where=mask, initial=np.inf))
+        for multiplier, raw, floor in raws:
+            w_lo = min(floor, float(raw.min(where=mask, initial=np.inf)))
             w_hi = float(raw.max(where=mask, initial=-np.inf))
             if w_hi > w_lo:
                 scores += (multiplier / (w_hi - w_lo)) * raw
@@ -767,7 +868,10 @@ class SchedulerCore:
         return top
 
     def _ranked_among(
-        self, rows: NDArray[np.intp], raws: Sequence[tuple[float, NDArray[np.float64]]]
+        self,
+        rows: NDArray[np.intp],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        want: int,
     ) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
 
@@ -780,7 +884,8 @@ class SchedulerCore:
         multipliers = self._matrix_multipliers
         if multipliers:
             sub = table.weigh_matrix.take(rows, axis=1)
-            los = sub.min(axis=1).tolist()
+            lows = zip(sub.min(axis=1).tolist(), table.floors, strict=True)
+            los = [lo if lo < floor else floor for lo, floor in lows]
             his = sub.max(axis=1).tolist()
             coefs = [
                 m / (hi - lo) if hi > lo else 0.0
@@ -789,13 +894,12 @@ class SchedulerCore:
             scores = np.array(coefs) @ sub
         else:
             scores = np.zeros(rows.size, dtype=np.float64)
-        for multiplier, raw in raws:
+        for multiplier, raw, floor in raws:
             values = raw[rows]
-            w_lo = float(values.min())
+            w_lo = min(floor, float(values.min()))
             w_hi = float(values.max())
             if w_hi > w_lo:
                 scores += (multiplier / (w_hi - w_lo)) * values
-        want = self._want
         if want <= 16:
             top: list[int] = []
             for _ in range(min(want, rows.size)):
@@ -868,6 +972,7 @@ class SchedulerCore:
                         c.group_id,
                         c.confirmed,
                         list(c.alternates),
+                        c.fingerprint,
                     )
                 ).encode()
             )

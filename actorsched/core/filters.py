@@ -10,8 +10,10 @@ The protocol (also how a user plugs in a filter)::
 Return ``None`` when the filter does not apply to this request (no zone
 asked for, no hints ...): it then costs nothing and removes no host. A
 filter must not change the table. Semantics follow Nova's filters of the
-same name; the resource filters use the allocation ratios as Nova's old
-RamFilter/CoreFilter/DiskFilter did.
+same name (release 18.0.0); the resource filters' rule is the table's
+headroom (see ``HostTable._derive``): the capacity left with the allocation
+ratio, never more than the host's own total (an instance may not overcommit
+against itself), and CoreFilter passes a host that reports 0 vCPUs.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class ComputeFilter:
 
 
 class RamFilter:
-    """(memory_mb - reserved) x ram ratio - used - claimed + released >= requested."""
+    """requested <= memory_mb, and <= (memory_mb - reserved) x ram ratio - used - claimed
+    + released."""
 
     name = "RamFilter"
 
@@ -86,7 +89,8 @@ class RamFilter:
 
 
 class CoreFilter:
-    """vcpus x cpu ratio - used - claimed + released >= requested."""
+    """requested <= vcpus, and <= vcpus x cpu ratio - used - claimed + released; any
+    request passes a host that reports 0 vCPUs (Nova: CPU collection broken)."""
 
     name = "CoreFilter"
 
@@ -95,7 +99,7 @@ class CoreFilter:
 
 
 class DiskFilter:
-    """local_gb x disk ratio - used - claimed + released >= requested."""
+    """requested <= local_gb, and <= local_gb x disk ratio - used - claimed + released."""
 
     name = "DiskFilter"
 
@@ -104,15 +108,21 @@ class DiskFilter:
 
 
 class AvailabilityZoneFilter:
-    """Hosts in the requested availability zone, when one is requested."""
+    """Hosts in the requested availability zone, when one is requested.
+
+    A host that reports no zone is in ``default_availability_zone``, as in Nova.
+    """
 
     name = "AvailabilityZoneFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        if ctx.spec.availability_zone is None:
+        zone = ctx.spec.availability_zone
+        if zone is None:
             return None
-        zid = table.zone_id(ctx.spec.availability_zone, create=False)
-        passed: BoolColumn = table.zone[: table.n] == zid
+        zones = table.zone[: table.n]
+        passed: BoolColumn = zones == table.zone_id(zone, create=False)
+        if zone == ctx.config.default_availability_zone:
+            passed |= zones == table.zone_id(None, create=False)
         return passed
 
 

@@ -9,16 +9,103 @@ Rules this module keeps:
   ledger keeps it only for idempotency, server groups and release.
 * The ledger records; the engine decides. Moving resources in the host
   table is the engine's job, so the two always change in one step.
+* A claim keeps the fingerprint of the request that made it
+  (:func:`request_fingerprint`), so a repeat of its uuid can be told from
+  another request that reuses the uuid. None means unknown (a claim
+  restored from an older snapshot): any repeat is then accepted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _json_string  # json.dumps' own, in C
+from typing import Any
 
-from ..models import Selection
+from ..models import RequestSpec, Selection
 
-__all__ = ["Claim", "ClaimLedger"]
+__all__ = ["Claim", "ClaimLedger", "fingerprint_differences", "request_fingerprint"]
+
+# A list longer than this (as JSON) is fingerprinted by a digest of it, so a
+# claim never keeps a request's 10,000-uuid hint list: the fingerprint stays
+# a few hundred characters at most.
+_MAX_LISTED_CHARS = 128
+_DIGEST = "sha256:"
+
+
+def _canonical_list(values: list[str]) -> str:
+    """``values`` as a set, in JSON: the sorted names, or a digest of them when long."""
+    text = "[" + ",".join(map(_json_string, sorted(set(values)))) + "]"
+    if len(text) <= _MAX_LISTED_CHARS:
+        return text
+    return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+
+
+def request_fingerprint(spec: RequestSpec) -> str:
+    """What ``spec`` asks of each of its instances, as canonical JSON text.
+
+    A repeat of a claimed uuid is the same request when its fingerprint is
+    equal. The fingerprint holds every field that decides what an instance
+    gets or where it may go: ``memory_mb``, ``vcpus`` and ``disk_gb``;
+    ``availability_zone``; ``required_traits`` and ``forbidden_traits``;
+    ``group`` (id and policy); the ``same_host`` and ``different_host``
+    hints; and ``ignore_hosts``. No field of a RequestSpec is retry-only,
+    so none is left out: a repeat with other ``ignore_hosts`` asks to avoid
+    other hosts, and answering it with the held claim could place it on one
+    it ignores. Not ``instance_uuids``: they are the claims' keys (a repeat
+    may name a subset of a request's uuids, or another order). Lists count
+    as sets (order and repeats do not matter; ``ignore_hosts`` in lower
+    case, as they are matched), fields at their defaults are left out, and
+    a long list counts by a digest of it. The text is what ``json.dumps``
+    with sorted keys and no spaces makes, built by hand (several times
+    faster: every request computes it).
+
+    >>> request_fingerprint(RequestSpec(instance_uuids=["a"], memory_mb=512, vcpus=1,
+    ...                                 disk_gb=10, required_traits=["SSD", "AVX"]))
+    '{"disk_gb":10,"memory_mb":512,"required_traits":["AVX","SSD"],"vcpus":1}'
+    """
+    parts: list[str] = []  # in the order of their keys
+    if spec.availability_zone is not None:
+        parts.append('"availability_zone":' + _json_string(spec.availability_zone))
+    if spec.different_host:
+        parts.append('"different_host":' + _canonical_list(spec.different_host))
+    parts.append(f'"disk_gb":{spec.disk_gb}')
+    if spec.forbidden_traits:
+        parts.append('"forbidden_traits":' + _canonical_list(spec.forbidden_traits))
+    if spec.group is not None:
+        group = spec.group
+        parts.append(f'"group":[{_json_string(group.id)},{_json_string(group.policy)}]')
+    if spec.ignore_hosts:
+        lowered = [host.lower() for host in spec.ignore_hosts]
+        parts.append('"ignore_hosts":' + _canonical_list(lowered))
+    parts.append(f'"memory_mb":{spec.memory_mb}')
+    if spec.required_traits:
+        parts.append('"required_traits":' + _canonical_list(spec.required_traits))
+    if spec.same_host:
+        parts.append('"same_host":' + _canonical_list(spec.same_host))
+    parts.append(f'"vcpus":{spec.vcpus}')
+    return "{" + ",".join(parts) + "}"
+
+
+def fingerprint_differences(held: str, asked: str) -> list[str]:
+    """The fields in which two fingerprints differ, each as ``name: held then, asked now``."""
+    before: dict[str, Any] = json.loads(held)
+    now: dict[str, Any] = json.loads(asked)
+
+    def shown(value: Any) -> str:
+        if value is None:
+            return "none"
+        if isinstance(value, str) and value.startswith(_DIGEST):
+            return "a long list"
+        return json.dumps(value)
+
+    return [
+        f"{name} {shown(before.get(name))} then, {shown(now.get(name))} now"
+        for name in sorted(before.keys() | now.keys())
+        if before.get(name) != now.get(name)
+    ]
 
 
 @dataclass(slots=True)
@@ -39,6 +126,7 @@ class Claim:
     created_at: float
     host: str
     alternates: tuple[str, ...]
+    fingerprint: str | None = None  # request_fingerprint of its request; None: unknown
     confirmed: bool = False
 
     @property

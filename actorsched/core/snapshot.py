@@ -53,6 +53,7 @@ CLAIM_COLUMNS = (
     "created_at",
     "confirmed",
     "alternates",
+    "fingerprint",
 )
 # a released instance its host still lists, credited back until it does not
 CREDIT_COLUMNS = ("host", "instance_uuid", "memory_mb", "vcpus", "disk_gb")
@@ -111,6 +112,7 @@ class CoreImage:
                 c.created_at,
                 confirmed,
                 c.alternates,
+                c.fingerprint,
             )
             for c, confirmed in self.claims
         ]

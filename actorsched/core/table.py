@@ -21,6 +21,12 @@ Rules this module keeps:
   depends on that row alone (active, fresh, enabled, instance and I/O
   limits); it is kept by refresh as ``base_penalty`` (0.0 or OUT_OF_REACH),
   so a request pays one comparison for all of them.
+* Each weigher column in use has a *floor*, its weigher's ``minval`` (0.0
+  for Nova's RAM, CPU, Disk and IoOps weighers; +inf for none). A weight
+  is normalized between min(floor, lowest value) and the highest value, so
+  :meth:`HostTable.extremes` keeps that lowest as min(floor, lowest view):
+  while no value is below the floor it is the floor, whichever row changes,
+  and only the maxima are ever scanned again.
 """
 
 from __future__ import annotations
@@ -61,7 +67,8 @@ REPORTED = slice(0, 10)
 _CLAIMED = 10
 _RELEASED = 14
 _FLOAT_COLUMNS = ("reported_at",)
-# What is left for a claim, with the allocation ratios applied: the three
+# The largest request each host can take now (the rules of RamFilter,
+# CoreFilter and DiskFilter, written once in HostTable._derive): the three
 # resource filters are one comparison over this (3, capacity) array.
 HEADROOM_COLUMNS = ("ram_headroom", "cpu_headroom", "disk_headroom")
 # Derived columns the built-in weighers read. The ones in use are rows of the
@@ -73,6 +80,19 @@ OUT_OF_REACH = 1e300
 # More rows changed than this since the weigher extremes were found: find them
 # again with one pass per column instead of checking each changed row.
 _DIRTY_LIMIT = 16
+
+
+_INF = float("inf")
+
+
+# np.minimum and np.where for one row's scalars (a refresh runs on every claim:
+# builtin min() parses its arguments more slowly than this compares them)
+def _least(a: float, b: float) -> float:
+    return a if a < b else b
+
+
+def _either(condition: bool, yes: float, no: float) -> float:
+    return yes if condition else no
 
 
 class HostTable:
@@ -89,6 +109,7 @@ class HostTable:
         disk_ratio: float,
         weigh_columns: tuple[str, ...] = WEIGH_COLUMNS,
         in_use: int = len(WEIGH_COLUMNS),
+        floors: tuple[float, ...] | None = None,
     ) -> None:
         if sorted(weigh_columns) != sorted(WEIGH_COLUMNS):
             raise ValueError(f"weigh_columns must order {WEIGH_COLUMNS}, got {weigh_columns}")
@@ -97,6 +118,10 @@ class HostTable:
         # The engine puts the weighers in use first; only those are scored.
         self.weigh_columns = weigh_columns
         self.in_use = in_use
+        # the normalization floor of each column in use (its weigher's minval)
+        self.floors: tuple[float, ...] = (0.0,) * in_use if floors is None else floors
+        if len(self.floors) != in_use:
+            raise ValueError(f"floors must give one value per column in use, got {floors}")
         self._weigh_order = [WEIGH_COLUMNS.index(name) for name in weigh_columns]
         self._in_order = operator.itemgetter(*self._weigh_order)  # figures -> this order
         w = len(WEIGH_COLUMNS)
@@ -113,6 +138,9 @@ class HostTable:
         self._free_rows: list[int] = []
         self.row_of: dict[str, int] = {}
         self.name_of: list[str | None] = []
+        # rows of the hosts whose name has capitals, by the name in lower case
+        # (rows_named); all-lower-case names, the usual ones, cost nothing here
+        self._capitalized: dict[str, list[int]] = {}
         self.zone_ids: dict[str, int] = {}
         self.zone_names: list[str] = []
         self.trait_bits: dict[str, int] = {}
@@ -156,7 +184,7 @@ class HostTable:
         self._extremes: list[int] | None = None
         self._extreme_values: list[float] = []
         self._extreme_figures: dict[int, list[float]] = {}  # row -> its derived figures
-        self._extreme_list: list[list[float]] | None = None  # figures in the order of rows
+        self._binding: list[list[float]] | None = None  # figures of the rows that bound
         self._dirty: list[int] = []
         self._grow(64)
 
@@ -230,6 +258,9 @@ class HostTable:
             for name in _FLOAT_COLUMNS:
                 self.floats[name][row] = -np.inf
         self.row_of[host] = row
+        folded = host.lower()
+        if folded != host:
+            self._capitalized.setdefault(folded, []).append(row)
         self._own_lists()
         self.name_of[row] = host
         self.active[row] = True
@@ -241,6 +272,12 @@ class HostTable:
         host = self.name_of[row]
         assert host is not None
         del self.row_of[host]
+        folded = host.lower()
+        if folded != host:
+            same = self._capitalized[folded]
+            same.remove(row)
+            if not same:
+                del self._capitalized[folded]
         self._own_lists()
         self.name_of[row] = None
         self.host_traits[row] = ()
@@ -256,6 +293,16 @@ class HostTable:
         self._changed(row)
         self._free_rows.append(row)
         self.count -= 1
+
+    def rows_named(self, host: str) -> list[int]:
+        """Rows of every host named ``host`` ignoring case, as Nova matches
+        ``ignore_hosts`` and forced hosts (``str.lower`` on both sides)."""
+        folded = host.lower()
+        rows = list(self._capitalized.get(folded, ()))
+        row = self.row_of.get(folded)
+        if row is not None:
+            rows.append(row)
+        return rows
 
     # -- vocabularies -----------------------------------------------------
 
@@ -336,11 +383,22 @@ class HostTable:
             return self.floats[name][: self.n]
         return self.ints[name][: self.n]
 
-    def _derive(self, raw: Any) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
+    def _derive(
+        self, raw: Any, least: Any = _least, where: Any = _either
+    ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
         """Headroom, weigher figures (in this table's order), instance count and
-        I/O count from one row's raw figures (a list of ints) or many rows' (an
-        ``(18, m)`` int64 array): the same operations in the same order, so
-        a row derived alone or in a batch is the same to the last bit."""
+        I/O count from one row's raw figures (a list of ints, with the scalar
+        ``least`` and ``where`` of this module) or many rows' (an ``(18, m)`` int64
+        array, with ``np.minimum`` and ``np.where``): the same operations in the
+        same order, so a row derived alone or in a batch is the same to the last
+        bit.
+
+        Headroom is the largest request the row can take, as Nova 18's
+        resource filters decide: what its capacity leaves, (total - reserved) x
+        ratio - used (Placement's capacity), and never more than the host's own
+        total before the ratio (an instance may not overcommit against
+        itself). A host that reports 0 vCPUs takes any number (CoreFilter
+        fails safe: "VCPUs not set; assuming CPU collection broken")."""
         (
             _generation,
             mem_total,
@@ -367,16 +425,16 @@ class HostTable:
         used_disk = disk_used + claimed_disk - released_disk
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
-        cpu_headroom = vcpus_total * self.cpu_ratio - used_vcpus
+        vcpus_free = vcpus_total * self.cpu_ratio - used_vcpus
         headroom = (
-            usable_mem * self.ram_ratio - used_mem,
-            cpu_headroom,
-            disk_total * self.disk_ratio - used_disk,
+            least(mem_total, usable_mem * self.ram_ratio - used_mem),
+            where(vcpus_total == 0, _INF, least(vcpus_total, vcpus_free)),
+            least(disk_total, disk_total * self.disk_ratio - used_disk),
         )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
-            cpu_headroom,  # vcpu_headroom
+            vcpus_free,  # vcpu_headroom, as Nova's CPUWeigher
             disk_total - used_disk,  # free_disk
             num_io_ops,
             num_instances,
@@ -433,7 +491,9 @@ class HostTable:
         The same arithmetic in the same order as :meth:`refresh` (int64 sums,
         then float64 products), so the figures are the same to the last bit.
         """
-        headroom, ordered, num_instances, num_io_ops = self._derive(self.raw[index].T)
+        headroom, ordered, num_instances, num_io_ops = self._derive(
+            self.raw[index].T, np.minimum, np.where
+        )
         ok = self.active[index] & ~self.stale[index]
         if self.check_enabled:
             ok &= self.enabled[index]
@@ -468,19 +528,27 @@ class HostTable:
         """Rows holding each weigher column's highest, then each one's lowest, view value.
 
         Over the rows that pass ``row_ok`` (the views put the others out of
-        reach); a returned row that fails ``row_ok`` means no row passes.
-        Also returns those values (the highest, then the lowest, of each
-        column in use) and each of those rows' ``derived`` figures (a list
-        per row: headroom, base penalty, weigher columns ...), so a caller
-        reads no array for them.
+        reach); a highest row that fails ``row_ok`` means no row passes.
+        Also returns the values (the highest of each column in use, then
+        the lowest, never above the column's floor: min(floor, lowest
+        view)) and the ``derived`` figures (a list per row: headroom, base
+        penalty, weigher columns ...) of the rows that bound the
+        normalization, so a caller reads no array for them: every highest
+        row, then each lowest row whose value is below its floor. A lowest
+        value at the floor names no particular row (every row at or above
+        the floor gives the same weights), so its row is then any row.
 
         Kept across calls: a changed row is compared with the kept extremes,
-        and a column is scanned again only when its extreme row moved away
-        from the extreme, or after many changes (bulk reports).
+        and a column is scanned again only when its highest row fell back,
+        or its lowest row below the floor rose, or after many changes (bulk
+        reports). With every value at or above the floors (Nova's weighers
+        with minval 0 over figures that are not negative), only the maxima
+        are ever scanned.
         """
         n = self.n
         k = self.in_use
         derived = self.derived
+        floors = self.floors
         v0 = len(HEADROOM_COLUMNS) + 1 + len(WEIGH_COLUMNS)  # first view row
         rows = self._extremes
         figures = self._extreme_figures
@@ -489,8 +557,10 @@ class HostTable:
             rows += [int(v.argmin()) for v in self.lo_view[:, :n]]
             self._extremes = rows
             self._extreme_figures = figures = {r: derived[:, r].tolist() for r in rows}
-            self._extreme_values = [figures[r][v0 + j] for j, r in enumerate(rows)]
-            self._extreme_list = None
+            values = [figures[r][v0 + j] for j, r in enumerate(rows)]
+            values[k:] = map(min, values[k:], floors)
+            self._extreme_values = values
+            self._binding = None
             self._dirty.clear()
         elif self._dirty:
             values = self._extreme_values
@@ -503,26 +573,33 @@ class HostTable:
                     or any(map(lt, now[v0 + k : v0 + 2 * k], values[k:]))
                 ):
                     continue  # neither an extreme before nor one now
-                self._extreme_list = None
+                self._binding = None
                 for j in range(2 * k):
                     v = now[v0 + j]
                     best = values[j]
                     if (v > best) if j < k else (v < best):
                         rows[j] = row
                         values[j] = v
-                    elif rows[j] == row and v != best:  # the extreme row fell back: scan
+                    elif rows[j] == row and v != best and (j < k or best < floors[j - k]):
+                        # the extreme row fell back (a lowest value at the floor
+                        # stays the floor whatever that row does)
                         view = derived[v0 + j, :n]
                         rows[j] = r = int(view.argmax() if j < k else view.argmin())
                         figures[r] = derived[:, r].tolist()
-                        values[j] = figures[r][v0 + j]
+                        v = figures[r][v0 + j]
+                        values[j] = v if j < k else min(v, floors[j - k])
                 if row in rows:
                     figures[row] = now
             self._dirty.clear()
             if len(figures) > 4 * k:
                 self._extreme_figures = figures = {r: figures[r] for r in rows}
-        if self._extreme_list is None:
-            self._extreme_list = [figures[r] for r in rows]
-        return rows, self._extreme_values, self._extreme_list
+        if self._binding is None:
+            values = self._extreme_values
+            self._binding = [figures[r] for r in rows[:k]]
+            self._binding += [
+                figures[r] for r, v, f in zip(rows[k:], values[k:], floors, strict=True) if v < f
+            ]
+        return rows, self._extreme_values, self._binding
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         raw = self.raw[row].tolist()

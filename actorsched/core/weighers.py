@@ -1,13 +1,23 @@
 """Host weighers: raw per-row figures that the engine normalizes and sums.
 
-As in ``nova/weights.py``, each weigher's raw values are min-max normalized
-over the hosts that passed the filters (all equal -> all 0), multiplied by
-the weigher's multiplier, and summed; the highest total wins. The protocol
-(also how a user plugs in a weigher)::
+As in ``nova/weights.py`` (18.0.0), each weigher's raw values over the hosts
+that passed the filters are normalized to ``(value - lo) / (hi - lo)``,
+multiplied by the weigher's multiplier, and summed; the highest total wins.
+``hi`` is the highest value; ``lo`` the lowest, or the weigher's ``minval``
+when it is set and lower. Nova's RAM, CPU, Disk and IoOps weighers set
+``minval = 0``, so with no negative value a weight is its value over the
+highest (free RAM 20 and 50 MB weigh 0.4 and 1.0), and a negative value
+(over-committed RAM) lowers ``lo`` to itself. When ``hi <= lo`` (one value,
+all equal with no minval, all 0) every weight is 0. Nova 18 kept the
+extremes it found on the weigher object across requests (its bug 1870096,
+fixed in 22.0.0); here they are found afresh for every instance placed.
+
+The protocol (also how a user plugs in a weigher)::
 
     class MyWeigher:
         name = "MyWeigher"
         multiplier = 2.0
+        minval = 0.0        # optional, as Nova's BaseWeigher.minval; None for plain min-max
         def weigh_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.float64] | None:
             return table.column("free_ram")     # one float per row [:table.n]
 
@@ -25,7 +35,13 @@ from ..models import SchedulerConfig
 from .filters import PlacementContext
 from .table import HostTable
 
-__all__ = ["ColumnWeigher", "HostWeigher", "SoftGroupWeigher", "builtin_weighers"]
+__all__ = [
+    "ColumnWeigher",
+    "HostWeigher",
+    "SoftGroupWeigher",
+    "builtin_weighers",
+    "weigher_floor",
+]
 
 FloatColumn = NDArray[np.float64]
 
@@ -40,10 +56,24 @@ class HostWeigher(Protocol):
     def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None: ...
 
 
+def weigher_floor(weigher: HostWeigher) -> float:
+    """The lowest ``lo`` a weigher's normalization may use: its ``minval``, +inf if none.
+
+    ``minval`` is optional in the protocol (a plug-in without it is
+    normalized between its lowest and highest values).
+    """
+    minval: float | None = getattr(weigher, "minval", None)
+    return np.inf if minval is None else float(minval)
+
+
 class ColumnWeigher:
-    """A weigher whose raw values are one of the table's weigher columns."""
+    """A weigher whose raw values are one of the table's weigher columns.
+
+    ``minval`` is 0, as for Nova's RAM, CPU, Disk and IoOps weighers.
+    """
 
     column = ""
+    minval: float | None = 0.0
 
     def __init__(self, name: str, multiplier: float) -> None:
         self.name = name
@@ -78,9 +108,13 @@ class IoOpsWeigher(ColumnWeigher):
 
 
 class NumInstancesWeigher(ColumnWeigher):
-    """Instance count; default multiplier 0.0 (off), as in Nova."""
+    """Instance count; default multiplier 0.0 (off), as in Nova (28.0.0 and later).
+
+    Nova's has no ``minval``: plain min-max between the fewest and the most.
+    """
 
     column = "num_instances"
+    minval = None
 
 
 class SoftGroupWeigher:

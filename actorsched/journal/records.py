@@ -9,6 +9,9 @@ Rules this module keeps:
 * A placement is recorded with its spec, the selections it returned and
   its ``now``, and replayed with ``SchedulerCore.restore_claims``: the
   choice is never made again, since ``host_subset_size`` may pick at random.
+  The claims' request fingerprint is not stored beside the spec: replay
+  computes it from the spec, the request as it was sent, so a record of
+  any age (older ones too) gives its claims the fingerprint they had.
 * Everything else replays through the same core method with the same
   ``now``, so claim timeouts and release credits come out the same.
 * A command this module does not know is an error, not a silent gap in

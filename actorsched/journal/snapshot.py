@@ -6,8 +6,13 @@ Rules this module keeps:
   per host the report that rebuilds it (figures, enabled, zone, traits,
   the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
-  it, and its selection; per released instance its credit. Rows, zone ids
-  and trait bits never appear, so a snapshot outlives table changes.
+  it, its selection and its request's fingerprint; per released instance
+  its credit. Rows, zone ids and trait bits never appear, so a snapshot
+  outlives table changes.
+* A fingerprint is ``request_fingerprint``'s text: a change to what that
+  holds must bump :data:`SNAPSHOT_FORMAT`. Older formats carry none, and
+  their claims come back with an unknown fingerprint (any repeat of the
+  uuid is accepted, as it was when they were written).
 * Restoring goes only through the core's own methods (``update_host``,
   ``restore_claims``, ``release``), so every index the core keeps is
   rebuilt by the code that keeps it.
@@ -27,10 +32,13 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
-# 2: hosts, claims and credits as columns (one JSON list per field); 1: one
-# object per host, claim and credit (still read).
-SNAPSHOT_FORMAT = 2
+# 3: as 2, and each claim's request fingerprint; 2: hosts, claims and credits
+# as columns (one JSON list per field); 1: one object per host, claim and
+# credit. 1 and 2 are still read (their fingerprints are unknown).
+SNAPSHOT_FORMAT = 3
+_READ = (1, 2, SNAPSHOT_FORMAT)
 _HOST_FIELDS = tuple(HostReport.model_fields)
+_CLAIM_COLUMNS_2 = tuple(c for c in CLAIM_COLUMNS if c != "fingerprint")
 
 
 def encode(image: CoreImage) -> str:
@@ -68,7 +76,7 @@ def restore(core: SchedulerCore, text: str) -> None:
     a snapshot that does not parse.
     """
     data: dict[str, Any] = json.loads(text)
-    if not isinstance(data, dict) or data.get("format") not in (1, SNAPSHOT_FORMAT):
+    if not isinstance(data, dict) or data.get("format") not in _READ:
         raise ValueError(f"unknown snapshot format {str(data)[:80]!r}")
     if data["format"] == 1:
         hosts = data["hosts"]
@@ -78,7 +86,8 @@ def restore(core: SchedulerCore, text: str) -> None:
         rows = _rows(data["hosts"], (*_HOST_FIELDS, "reported_at"), "hosts")
         hosts = [{"reported_at": r.pop("reported_at"), "report": r} for r in rows]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
-        claims = _rows(data["claims"], CLAIM_COLUMNS, "claims")
+        columns = CLAIM_COLUMNS if data["format"] == SNAPSHOT_FORMAT else _CLAIM_COLUMNS_2
+        claims = _rows(data["claims"], columns, "claims")
         for claim in claims:
             claim["selection"] = {
                 "instance_uuid": claim["instance_uuid"],
@@ -94,14 +103,19 @@ def restore(core: SchedulerCore, text: str) -> None:
     for credit in credits:
         spec = _spec(credit["instance_uuid"], credit, None)
         selection = Selection(instance_uuid=credit["instance_uuid"], host=credit["host"])
-        core.restore_claims(spec, [selection], 0.0)
+        core.restore_claims(spec, [selection], 0.0, from_spec=False)
         core.release(credit["instance_uuid"], 0.0)
     for claim in claims:
         selection = Selection.model_validate(claim["selection"])
+        fingerprint = claim.get("fingerprint")
+        if fingerprint is not None and not isinstance(fingerprint, str):
+            raise ValueError(f"claim {claim['instance_uuid']!r} has a fingerprint that is not text")
         core.restore_claims(
             _spec(claim["instance_uuid"], claim, claim["group_id"]),
             [selection],
             float(claim["created_at"]),
+            fingerprint=fingerprint,
+            from_spec=False,
         )
         restored = core.ledger.claims.get(claim["instance_uuid"])
         if restored is None:

@@ -1,5 +1,6 @@
-"""Capacity = (total - reserved) x ratio; a request fits when it is no larger than
-capacity - used - claimed + released. HostState figures carry no ratio.
+"""Capacity = (total - reserved) x ratio (Placement's formula); a request fits when it
+is no larger than capacity - used - claimed + released, nor than the host's own total
+(Nova: an instance may not overcommit against itself). HostState figures carry no ratio.
 """
 
 from __future__ import annotations
@@ -10,26 +11,27 @@ from conftest import make_config, make_core, make_report, make_spec
 from actorsched import NoValidHost
 from actorsched.core import SchedulerCore
 
-# (total - reserved) x ratio - used: 3000 x 1.5 - 500 = 4000 MB of headroom
 RAM = {"memory_mb": 3200, "memory_mb_reserved": 200, "memory_mb_used": 500}
-# 6 x 2.5 - 3 = 12 vCPUs of headroom
 CPU = {"vcpus": 6, "vcpus_used": 3}
-# 80 x 1.25 - 40 = 60 GB of headroom
 DISK = {"local_gb": 80, "local_gb_used": 40}
 RATIOS = {"ram_allocation_ratio": 1.5, "cpu_allocation_ratio": 2.5, "disk_allocation_ratio": 1.25}
+# Used so that what capacity leaves is below each total:
+# (total - reserved) x ratio - used: 3000 x 1.5 - 2000 = 2500 MB (of 3200),
+# 6 x 2.5 - 12 = 3 vCPUs (of 6), 80 x 1.25 - 40 = 60 GB (of 80)
+TIGHT = {**RAM, "memory_mb_used": 2000, **CPU, "vcpus_used": 12, **DISK}
 
 
 def _core() -> SchedulerCore:
     core = make_core(make_config(**RATIOS))
-    core.update_host(make_report("h1", **RAM, **CPU, **DISK), now=0.0)
+    core.update_host(make_report("h1", **TIGHT), now=0.0)
     return core
 
 
 @pytest.mark.parametrize(
     ("resource", "headroom", "filter_name"),
     [
-        ("memory_mb", 4000, "RamFilter"),
-        ("vcpus", 12, "CoreFilter"),
+        ("memory_mb", 2500, "RamFilter"),
+        ("vcpus", 3, "CoreFilter"),
         ("disk_gb", 60, "DiskFilter"),
     ],
 )
@@ -48,7 +50,7 @@ def test_exactly_fits_and_one_over_does_not(resource: str, headroom: int, filter
 
 
 @pytest.mark.parametrize(
-    ("resource", "headroom"), [("memory_mb", 4000), ("vcpus", 12), ("disk_gb", 60)]
+    ("resource", "headroom"), [("memory_mb", 2500), ("vcpus", 3), ("disk_gb", 60)]
 )
 def test_claims_count_against_capacity(resource: str, headroom: int) -> None:
     core = _core()
@@ -73,13 +75,21 @@ def test_released_still_reported_counts_as_free_for_fitting() -> None:
     assert core.select_destinations(make_spec("vm2", memory_mb=2048), now=5.0)[0].host == "h1"
 
 
-def test_reserved_comes_off_before_the_ratio() -> None:
-    # (1000 - 200) x 2.0 = 1600, not 1000 x 2.0 - 200 = 1800
+def test_capacity_is_placements_total_minus_reserved_times_the_ratio() -> None:
+    """Placement's (total - reserved) x ratio, not Nova 18 HostState's total x ratio
+    with reserved counted as used: they differ when reserved > 0 and ratio != 1."""
+    # (1000 - 200) x 2.0 - 700 = 900 left, not 1000 x 2.0 - (700 + 200) = 1100;
+    # both requests are within the host's own 1000 MB
     core = make_core(make_config(ram_allocation_ratio=2.0))
-    core.update_host(make_report("h1", memory_mb=1000, memory_mb_reserved=200), now=0.0)
-    with pytest.raises(NoValidHost):
-        core.select_destinations(make_spec("vm1", memory_mb=1601), now=1.0)
-    core.select_destinations(make_spec("vm1", memory_mb=1600), now=1.0)
+    core.update_host(
+        make_report("h1", memory_mb=1000, memory_mb_reserved=200, memory_mb_used=700), now=0.0
+    )
+    with pytest.raises(NoValidHost) as info:
+        core.select_destinations(make_spec("vm1", memory_mb=901), now=1.0)
+    assert info.value.filter_counts == {"RamFilter": 1}
+    core.select_destinations(make_spec("vm1", memory_mb=900), now=1.0)
+    # what is free carries no ratio: 1000 - 200 - 700 - 900
+    assert core.host_states()["h1"].free_ram_mb == -800
 
 
 def test_host_state_free_figures_formula() -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 from conftest import make_config, make_core, make_report, make_spec
 
-from actorsched import InvalidRequest, NoValidHost
+from actorsched import InvalidRequest, NoValidHost, RequestSpec
 from actorsched.core import SchedulerCore
+from actorsched.core.ledger import fingerprint_differences, request_fingerprint
 
 MB = 1024
 
@@ -196,6 +198,57 @@ def test_reclaiming_a_released_but_still_listed_uuid_does_not_overcommit() -> No
         core.select_destinations(make_spec("vm2", memory_mb=2 * MB), now=5.0)
 
 
+def test_regression_reclaiming_a_credited_uuid_with_a_smaller_flavor_cannot_overcommit() -> None:
+    """Claiming again a released uuid the host still lists took away its larger
+    credit (60 GB) though the filters checked only the new 10 GB: free disk -10 of 100."""
+    core = make_core()
+    core.update_host(make_report("h1", 1, local_gb=100), now=0.0)
+    core.select_destinations(make_spec("vm-a", disk_gb=60), now=1.0)
+    core.update_host(make_report("h1", 2, local_gb=100, local_gb_used=60, instances=["vm-a"]), 2.0)
+    assert core.release("vm-a", now=3.0)
+    core.select_destinations(make_spec("vm-b", disk_gb=50), now=4.0)
+    assert core.host_states()["h1"].free_disk_gb == 50
+    [sel] = core.select_destinations(make_spec("vm-a", disk_gb=10), now=5.0)
+    assert sel.host == "h1"
+    # the new claim is assumed beside the old instance's credit: 100 - 60 + 60 - 50 - 10
+    assert core.host_states()["h1"].free_disk_gb == 40
+    assert core.claims() == {"vm-b": ("h1", False), "vm-a": ("h1", False)}
+    # the host still lists the released vm-a: not the new claim's listing
+    core.update_host(make_report("h1", 3, local_gb=100, local_gb_used=60, instances=["vm-a"]), 6.0)
+    assert core.host_states()["h1"].free_disk_gb == 40
+    assert core.claims()["vm-a"] == ("h1", False)
+    # the old vm-a is gone (its credit ends), then the new one shows up with vm-b
+    core.update_host(make_report("h1", 4, local_gb=100), now=7.0)
+    assert core.host_states()["h1"].free_disk_gb == 40
+    core.update_host(
+        make_report("h1", 5, local_gb=100, local_gb_used=60, instances=["vm-a", "vm-b"]), 8.0
+    )
+    assert core.claims() == {"vm-b": ("h1", True), "vm-a": ("h1", True)}
+    assert core.host_states()["h1"].free_disk_gb == 40
+
+
+def test_regression_failed_request_with_a_credited_uuid_restores_the_credit() -> None:
+    """A failed request for [vm-a, vm-b] (hard anti-affinity, one host) left free RAM at
+    3,072 of 4,096 and num_instances at 1 with no claim held: the rollback of vm-a's
+    claim did not give back the release credit that claim had taken."""
+    core = _one_host()
+    core.select_destinations(make_spec("vm-a", memory_mb=MB), now=1.0)
+    core.update_host(
+        make_report("h1", 2, memory_mb=4 * MB, memory_mb_used=MB, instances=["vm-a"]), now=2.0
+    )
+    assert core.release("vm-a", now=3.0)
+    state = core.host_states()["h1"]
+    assert (state.free_ram_mb, state.num_instances) == (4 * MB, 0)
+    before = core.digest()
+    spec = make_spec("vm-a", "vm-b", memory_mb=MB, group=("g", "anti-affinity"))
+    with pytest.raises(NoValidHost, match="ServerGroupAntiAffinityFilter removed 1"):
+        core.select_destinations(spec, now=4.0)
+    state = core.host_states()["h1"]
+    assert (state.free_ram_mb, state.num_instances, state.assumed_claims) == (4 * MB, 0, 0)
+    assert core.claims() == {}
+    assert core.digest() == before
+
+
 # -- all or nothing -------------------------------------------------------------------
 
 
@@ -297,6 +350,126 @@ def test_released_uuid_can_be_placed_again() -> None:
     core.release("a", now=2.0)
     assert core.select_destinations(make_spec("a"), now=3.0)[0].host == "h1"
     assert core.claims() == {"a": ("h1", False)}
+
+
+def test_regression_a_repeat_with_another_flavor_is_invalid_not_accepted() -> None:
+    """The same uuid asked again with a 1 PiB flavor was "accepted" on its old host."""
+    core = _one_host()
+    [first] = core.select_destinations(make_spec("vm1", memory_mb=512), now=1.0)
+    before = core.digest()
+    with pytest.raises(InvalidRequest) as info:
+        core.select_destinations(make_spec("vm1", memory_mb=2**30), now=2.0)  # 1 PiB
+    message = str(info.value)
+    assert "instance vm1 already holds a claim on h1 made by another request" in message
+    assert "memory_mb 512 then, 1073741824 now" in message
+    assert "release vm1 first" in message
+    assert core.digest() == before
+    assert core.select_destinations(make_spec("vm1", memory_mb=512), now=3.0) == [first]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"vcpus": 2}, "vcpus 1 then, 2 now"),
+        ({"disk_gb": 5}, "disk_gb 1 then, 5 now"),
+        ({"availability_zone": "az1"}, 'availability_zone none then, "az1" now'),
+        ({"required_traits": ["SSD"]}, 'required_traits none then, ["SSD"] now'),
+        ({"forbidden_traits": ["GPU"]}, 'forbidden_traits none then, ["GPU"] now'),
+        ({"group": ("g", "anti-affinity")}, 'group none then, ["g", "anti-affinity"] now'),
+        ({"same_host": ["other"]}, 'same_host none then, ["other"] now'),
+        ({"different_host": ["other"]}, 'different_host none then, ["other"] now'),
+        ({"ignore_hosts": ["h9"]}, 'ignore_hosts none then, ["h9"] now'),
+    ],
+)
+def test_every_field_of_the_fingerprint_tells_another_request(
+    change: dict[str, object], named: str
+) -> None:
+    core = make_core()
+    core.update_host(make_report("h1", availability_zone="az1", traits=["SSD"]), now=0.0)
+    core.select_destinations(make_spec("vm1", "vm2"), now=1.0)
+    with pytest.raises(InvalidRequest, match=r"\(and 1 more of its uuids\)") as info:
+        core.select_destinations(make_spec("vm1", "vm2", **change), now=2.0)  # type: ignore[arg-type]
+    assert named in str(info.value)
+
+
+def test_a_repeat_is_the_same_request_whatever_the_order_and_case_of_its_lists() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", traits=["SSD", "AVX"]), now=0.0)
+    core.update_host(make_report("h2"), now=0.0)
+    first = core.select_destinations(
+        make_spec("a", "b", required_traits=["SSD", "AVX"], ignore_hosts=["H2"]), now=1.0
+    )
+    again = make_spec("b", "a", required_traits=["AVX", "SSD", "AVX"], ignore_hosts=["h2"])
+    assert core.select_destinations(again, now=2.0) == [first[1], first[0]]
+    # a subset of the request's uuids is the same request too
+    assert core.select_destinations(
+        make_spec("a", required_traits=["SSD", "AVX"], ignore_hosts=["h2"]), now=3.0
+    ) == [first[0]]
+
+
+def _reference_fingerprint(spec: RequestSpec) -> str:
+    """request_fingerprint written plainly with json.dumps (no long lists here)."""
+    fields: dict[str, object] = {
+        "memory_mb": spec.memory_mb,
+        "vcpus": spec.vcpus,
+        "disk_gb": spec.disk_gb,
+    }
+    if spec.availability_zone is not None:
+        fields["availability_zone"] = spec.availability_zone
+    if spec.group is not None:
+        fields["group"] = [spec.group.id, spec.group.policy]
+    lists = {
+        "required_traits": spec.required_traits,
+        "forbidden_traits": spec.forbidden_traits,
+        "same_host": spec.same_host,
+        "different_host": spec.different_host,
+        "ignore_hosts": [h.lower() for h in spec.ignore_hosts],
+    }
+    fields.update({name: sorted(set(v)) for name, v in lists.items() if v})
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"availability_zone": 'az "1" \\ ü'},
+        {"group": ("g\u00e9", "soft-affinity"), "required_traits": ["B", "A", "B"]},
+        {
+            "forbidden_traits": ["X"],
+            "same_host": ["s2", "s1"],
+            "different_host": ["d"],
+            "ignore_hosts": ["Node-1", "node-1"],
+            "availability_zone": "nova",
+            "group": ("g", "anti-affinity"),
+            "required_traits": ["R"],
+        },
+    ],
+)
+def test_a_fingerprint_is_the_canonical_json_of_the_request(fields: dict[str, object]) -> None:
+    spec = make_spec("vm1", memory_mb=2048, vcpus=2, disk_gb=20, **fields)
+    assert request_fingerprint(spec) == _reference_fingerprint(spec)
+
+
+def test_a_fingerprint_is_short_and_canonical() -> None:
+    plain = make_spec("vm1", memory_mb=2048, vcpus=2, disk_gb=20)
+    assert request_fingerprint(plain) == '{"disk_gb":20,"memory_mb":2048,"vcpus":2}'
+    many = [f"instance-{i:05d}" for i in range(10_000)]
+    long_hint = request_fingerprint(make_spec("vm1", different_host=many))
+    assert len(long_hint) < 200
+    assert long_hint == request_fingerprint(make_spec("vm1", different_host=many[::-1]))
+    assert long_hint != request_fingerprint(make_spec("vm1", different_host=many[1:]))
+    assert fingerprint_differences(
+        long_hint, request_fingerprint(make_spec("vm1", different_host=many[1:]))
+    ) == ["different_host a long list then, a long list now"]
+
+
+def test_claims_of_equal_requests_share_one_fingerprint_string() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", memory_mb=64 * MB), now=0.0)
+    core.select_destinations(make_spec("a"), now=1.0)
+    core.select_destinations(make_spec("b"), now=1.0)
+    assert core.ledger.claims["a"].fingerprint is core.ledger.claims["b"].fingerprint
 
 
 # -- remove_host ----------------------------------------------------------------------

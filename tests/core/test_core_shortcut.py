@@ -16,6 +16,7 @@ from actorsched.core.table import HostTable
 
 CONFIG = SchedulerConfig(
     cpu_allocation_ratio=2.0,
+    ram_allocation_ratio=1.5,  # so a host with negative free RAM can still pass
     # no signed sum of these is zero, so no two hosts tie by accident
     cpu_weight_multiplier=math.sqrt(2) / 3,
     disk_weight_multiplier=math.pi / 10,
@@ -26,11 +27,15 @@ CONFIG = SchedulerConfig(
 
 
 def _report(rng: random.Random, host: str, generation: int) -> HostReport:
+    memory_mb = rng.randrange(2_048, 16_384)
+    # now and then over-committed: free RAM below 0, the RAM weigher's minval
+    over = rng.random() < 0.04
+    used = rng.randrange(memory_mb, memory_mb * 7 // 5) if over else rng.randrange(0, 2_048)
     return make_report(
         host,
         generation,
-        memory_mb=rng.randrange(2_048, 16_384),
-        memory_mb_used=rng.randrange(0, 2_048),
+        memory_mb=memory_mb,
+        memory_mb_used=used,
         vcpus=rng.randrange(2, 16),
         local_gb=rng.randrange(50, 500),
         availability_zone=rng.choice(["az1", "az2"]),
@@ -87,8 +92,8 @@ def test_shortcut_places_exactly_as_the_full_mask(seed: int) -> None:
     answered: list[bool] = []
     unfiltered = fast._top_unfiltered
 
-    def spy(ctx: PlacementContext) -> list[int] | None:
-        top = unfiltered(ctx)
+    def spy(ctx: PlacementContext, want: int) -> list[int] | None:
+        top = unfiltered(ctx, want)
         answered.append(top is not None)
         return top
 
@@ -134,9 +139,10 @@ def test_a_silent_host_is_skipped_until_it_reports_and_revives_if_the_clock_goes
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_kept_extremes_always_equal_a_fresh_scan(seed: int) -> None:
+@pytest.mark.parametrize("floor", [0.0, math.inf])
+def test_kept_extremes_always_equal_a_fresh_scan(seed: int, floor: float) -> None:
     rng = random.Random(seed)
-    table = HostTable(1.0, 1.0, 1.0)
+    table = HostTable(1.0, 1.0, 1.0, floors=(floor,) * 5)
     rows: list[int] = []
     for step in range(2_000):
         roll = rng.random()
@@ -150,21 +156,40 @@ def test_kept_extremes_always_equal_a_fresh_scan(seed: int) -> None:
         else:
             row = rng.choice(rows)
         table.enabled[row] = rng.random() > 0.1
-        # few distinct values, so ties and moving extremes are common
+        # few distinct values, so ties and moving extremes are common; used past
+        # the total now and then, so free RAM and disk go below the floor 0
         table.set_reported(
             row,
-            (step, 8, 0, rng.randrange(0, 8), 4, rng.randrange(0, 5), 6, 0, rng.randrange(3), 0),
+            (
+                step,
+                8,
+                0,
+                rng.randrange(0, 10),
+                4,
+                rng.randrange(0, 5),
+                6,
+                rng.choice([0, 0, 0, 7]),
+                rng.randrange(3),
+                0,
+            ),
         )
         if rng.random() < 0.7:
             continue  # let several changes pile up before the next look
-        got, _, figures = table.extremes()
+        got, values, figures = table.extremes()
         n = table.n
         k = table.in_use
+        ok = table.row_ok[:n]
+        bounding = got[:k]
         for j in range(k):
             hi = table.hi_view[j, :n]
-            lo = table.lo_view[j, :n]
-            assert hi[got[j]] == hi.max()
-            assert lo[got[k + j]] == lo.min()
-        for r, figs in zip(got, figures, strict=True):
+            assert hi[got[j]] == hi.max() == values[j]
+            column = table.weigh_matrix[j, :n][ok]
+            # the lowest value the normalization uses: min(floor, lowest passing)
+            assert values[k + j] == min(floor, column.min(initial=np.inf))
+            if values[k + j] < floor:
+                assert table.lo_view[j, got[k + j]] == values[k + j]
+                bounding.append(got[k + j])
+        assert len(figures) == len(bounding)
+        for r, figs in zip(bounding, figures, strict=True):
             assert figs == table.derived[:, r].tolist()
     assert np.isfinite(table.derived).any()

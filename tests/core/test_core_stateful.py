@@ -6,7 +6,10 @@ confirmed), and credits for released instances a host still lists. Reports
 are generated the way a compute node would send them: they list instances
 the scheduler placed there (started or still being deleted) and their used
 figures are the sum of what they list, so the claims the scheduler holds on
-a host must never add up to more than the host's capacity.
+a host must never add up to more than the host's capacity. Released uuids
+are asked for again (another flavor, with fresh uuids, under hard
+anti-affinity): a claim beside the credit of the released instance its host
+still lists stays assumed until a listing after the credit ended.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
+import pytest
 from conftest import make_report, make_spec, ram_only_config
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import (
@@ -59,7 +63,7 @@ class MHost:
     reported_at: float
     enabled: bool
     io_ops: int
-    listed: set[str] = field(default_factory=set)
+    listed: dict[str, Sizes] = field(default_factory=dict)  # uuid -> what that instance uses
 
 
 @dataclass
@@ -78,18 +82,19 @@ class CoreMachine(RuleBasedStateMachine):
         self.hosts: dict[str, MHost] = {}
         self.claims: dict[str, MClaim] = {}
         self.credits: dict[str, dict[str, Sizes]] = {}  # host -> released, still listed
-        self.sizes: dict[str, Sizes] = {}
+        self.sizes: dict[str, Sizes] = {}  # every uuid ever placed, and its last flavor
         self.placed: list[tuple[RequestSpec, list[Selection]]] = []
         self.next_uuid = 0
+        self.next_group = 0
 
     # -- model arithmetic --------------------------------------------------------
 
     def used(self, host: str) -> Sizes:
-        listed = self.hosts[host].listed
+        listed = self.hosts[host].listed.values()
         return (
-            sum(self.sizes[u][0] for u in listed),
-            sum(self.sizes[u][1] for u in listed),
-            sum(self.sizes[u][2] for u in listed),
+            sum(s[0] for s in listed),
+            sum(s[1] for s in listed),
+            sum(s[2] for s in listed),
         )
 
     def assumed(self, host: str) -> list[MClaim]:
@@ -122,6 +127,10 @@ class CoreMachine(RuleBasedStateMachine):
             >= want[0]
             and t["vcpus"] * CONFIG.cpu_allocation_ratio - vcpus >= want[1]
             and t["local_gb"] * CONFIG.disk_allocation_ratio - disk >= want[2]
+            # an instance may not overcommit against itself
+            and want[0] <= t["memory_mb"]
+            and want[1] <= t["vcpus"]
+            and want[2] <= t["local_gb"]
             and len(h.listed) + assumed - len(self.credits.get(host, {}))
             < CONFIG.max_instances_per_host
             and h.io_ops + assumed < CONFIG.max_io_ops_per_host
@@ -132,7 +141,7 @@ class CoreMachine(RuleBasedStateMachine):
     @initialize()
     def cluster(self) -> None:
         for host in HOSTS:
-            self._apply_report(host, 1, True, 0, set())
+            self._apply_report(host, 1, True, 0, {})
 
     @rule(
         host=st.sampled_from(HOSTS),
@@ -143,24 +152,29 @@ class CoreMachine(RuleBasedStateMachine):
     )
     def report(self, host: str, step: int, enabled: bool, io_ops: int, data: st.DataObject) -> None:
         known = self.hosts.get(host)
-        listed = set(known.listed) if known else set()
+        listed = dict(known.listed) if known else {}
         if known:
             startable = sorted(
                 u for u, c in self.claims.items() if c.host == host and u not in listed
             )
             started = data.draw(
-                st.sets(st.sampled_from(startable)) if startable else st.just(set())
+                st.just(set(startable)) | st.sets(st.sampled_from(startable))
+                if startable
+                else st.just(set())
             )
             gone = data.draw(st.sets(st.sampled_from(sorted(listed))) if listed else st.just(set()))
-            listed = (listed - gone) | started
+            for uuid in gone:
+                del listed[uuid]
+            for uuid in started:
+                listed[uuid] = self.claims[uuid].sizes
         self._apply_report(host, (known.generation if known else 0) + step, enabled, io_ops, listed)
 
     def _apply_report(
-        self, host: str, generation: int, enabled: bool, io_ops: int, listed: set[str]
+        self, host: str, generation: int, enabled: bool, io_ops: int, listed: dict[str, Sizes]
     ) -> None:
-        mem = sum(self.sizes[u][0] for u in listed)
-        vcpus = sum(self.sizes[u][1] for u in listed)
-        disk = sum(self.sizes[u][2] for u in listed)
+        mem = sum(s[0] for s in listed.values())
+        vcpus = sum(s[1] for s in listed.values())
+        disk = sum(s[2] for s in listed.values())
         report = make_report(
             host,
             generation,
@@ -175,14 +189,14 @@ class CoreMachine(RuleBasedStateMachine):
         assert self.core.update_host(report, now=self.now) is True
         # the model's rules
         self.hosts[host] = MHost(generation, self.now, enabled, io_ops, listed)
+        credits = self.credits.get(host, {})
         for uuid, claim in list(self.claims.items()):
             if claim.host != host:
                 continue
-            if uuid in listed:
+            if uuid in listed and uuid not in credits:  # else the released instance is listed
                 claim.confirmed = True
             elif claim.confirmed or self.now - claim.created_at > CONFIG.claim_timeout:
                 del self.claims[uuid]
-        credits = self.credits.get(host, {})
         for uuid in list(credits):
             if uuid not in listed:
                 del credits[uuid]
@@ -220,18 +234,82 @@ class CoreMachine(RuleBasedStateMachine):
                 assert passing == [], f"NoValidHost, but {passing} fit"
             return
         assert [s.instance_uuid for s in selections] == uuids
+        alternates = CONFIG.max_attempts - 1
         for sel in selections:
             passing = [h for h in self.hosts if self.passes(h, want)]
             assert sel.host in passing
-            assert sel.host not in sel.alternates
-            assert set(sel.alternates) <= set(passing)
             # RAM is the only weigher: best free RAM, then the next best as alternates
             ranked = sorted((self.free_ram(h) for h in passing), reverse=True)
-            got = [self.free_ram(h) for h in [sel.host, *sel.alternates]]
-            assert got == ranked[: len(got)]
-            assert len(sel.alternates) == min(CONFIG.max_attempts - 1, len(passing) - 1)
+            assert self.free_ram(sel.host) == ranked[0]
+            if count == 1:
+                assert sel.host not in sel.alternates
+                assert set(sel.alternates) <= set(passing)
+                got = [self.free_ram(h) for h in sel.alternates]
+                assert got == ranked[1 : 1 + len(got)]
+                assert len(sel.alternates) == min(alternates, len(passing) - 1)
             self.sizes[sel.instance_uuid] = want
             self.claims[sel.instance_uuid] = MClaim(sel.host, want, self.now)
+        if count > 1:
+            # Nova: chosen once all are claimed, from the hosts that pass then,
+            # the same for every instance and never a host chosen for one of them
+            chosen = {sel.host for sel in selections}
+            left = [h for h in self.hosts if self.passes(h, want) and h not in chosen]
+            ranked = sorted((self.free_ram(h) for h in left), reverse=True)
+            for sel in selections:
+                assert sel.alternates == selections[0].alternates
+                assert set(sel.alternates) <= set(left)
+                assert [self.free_ram(h) for h in sel.alternates] == ranked[:alternates]
+        self.placed.append((spec, selections))
+
+    @precondition(lambda self: any(u not in self.claims for u in self.sizes))
+    @rule(
+        data=st.data(),
+        fresh=st.integers(0, 2),
+        mem=st.sampled_from([256, 512, 1024, 1536]),
+        vcpus=st.integers(1, 2),
+        disk=st.sampled_from([1, 5, 10]),
+        anti=st.booleans(),
+    )
+    def select_released(
+        self, data: st.DataObject, fresh: int, mem: int, vcpus: int, disk: int, anti: bool
+    ) -> None:
+        """A released (or dropped) uuid asked for again, maybe with fresh uuids under
+        hard anti-affinity: all or nothing, and a failure leaves nothing behind."""
+        # most often one its host still lists and credits back: the case that matters
+        released = st.sampled_from(sorted(u for u in self.sizes if u not in self.claims))
+        still_listed = sorted(
+            u for by_uuid in self.credits.values() for u in by_uuid if u not in self.claims
+        )
+        old = data.draw(st.sampled_from(still_listed) | released if still_listed else released)
+        uuids = [old, *(f"vm{self.next_uuid + i}" for i in range(fresh))]
+        self.next_uuid += fresh
+        self.next_group += 1
+        group = (f"g{self.next_group}", "anti-affinity") if anti else None  # a group of its own
+        spec = make_spec(*uuids, memory_mb=mem, vcpus=vcpus, disk_gb=disk, group=group)
+        want: Sizes = (mem, vcpus, disk)
+        before = self.core.digest()
+        try:
+            selections = self.core.select_destinations(spec, now=self.now)
+        except NoValidHost:
+            assert self.core.digest() == before, "a failed request left something behind"
+            if len(uuids) == 1:
+                assert [h for h in self.hosts if self.passes(h, want)] == []
+            return
+        assert [s.instance_uuid for s in selections] == uuids
+        for sel in selections:
+            passing = [h for h in self.hosts if self.passes(h, want)]
+            assert sel.host in passing
+            if not anti:
+                assert self.free_ram(sel.host) == max(self.free_ram(h) for h in passing)
+            runs = self.hosts[sel.host].listed
+            credited = self.credits.get(sel.host, {})
+            confirmed = sel.instance_uuid in runs and sel.instance_uuid not in credited
+            self.sizes[sel.instance_uuid] = want
+            self.claims[sel.instance_uuid] = MClaim(sel.host, want, self.now, confirmed)
+        if anti:
+            assert len({s.host for s in selections}) == len(uuids)
+        # an earlier request for one of these uuids is not the one they hold now
+        self.placed = [p for p in self.placed if not set(p[0].instance_uuids) & set(uuids)]
         self.placed.append((spec, selections))
 
     @precondition(lambda self: bool(self.placed))
@@ -242,6 +320,11 @@ class CoreMachine(RuleBasedStateMachine):
         before = self.core.digest()
         if len(live) == len(spec.instance_uuids):
             assert self.core.select_destinations(spec, now=self.now) == selections
+            # the same uuids asked for with another flavor: not this request
+            other = spec.model_copy(update={"disk_gb": spec.disk_gb + 1})
+            differs = f"disk_gb {spec.disk_gb} then, {spec.disk_gb + 1} now"
+            with pytest.raises(InvalidRequest, match=differs):
+                self.core.select_destinations(other, now=self.now)
         elif live:
             try:
                 self.core.select_destinations(spec, now=self.now)

@@ -115,10 +115,11 @@ def test_a_batch_marks_the_rows_fresh_and_keeps_the_weigher_extremes_right() -> 
     assert core.select_destinations(spec, now=21.0)[0].host == "h9"
     assert not core.table.stale[:10].any()
     assert core.table.stale[10:20].all()
-    rows, _, _ = core.table.extremes()
+    rows, values, _ = core.table.extremes()
     n = core.table.n
     k = core.table.in_use
     for j in range(k):
         assert core.table.hi_view[j, rows[j]] == core.table.hi_view[j, :n].max()
-        assert core.table.lo_view[j, rows[k + j]] == core.table.lo_view[j, :n].min()
+        # the lowest the normalization counts from: min(floor, lowest view)
+        assert values[k + j] == min(core.table.floors[j], core.table.lo_view[j, :n].min())
     assert np.isfinite(core.table.hi_view[0, :10]).all()

@@ -1,4 +1,4 @@
-"""Weighers (min-max normalized, multiplied, summed), host_subset_size, alternates,
+"""Weighers (normalized as Nova's, multiplied, summed), host_subset_size, alternates,
 and custom filters and weighers through the plug-in protocol.
 """
 
@@ -97,11 +97,12 @@ def test_num_instances_weigher(multiplier: float, expected: str) -> None:
 
 
 def test_weights_add_up_with_their_multipliers() -> None:
-    # a is freer on RAM, b on vCPUs; the bigger multiplier decides
+    # a is freer on RAM (weights 1.0 against 0.27), b on vCPUs (0.25 against 1.0);
+    # the bigger multiplier decides
     def pick(ram: float, cpu: float) -> str:
         core = _core(ram_only_config(ram_weight_multiplier=ram, cpu_weight_multiplier=cpu))
-        core.update_host(make_report("a", 1, memory_mb_used=0, vcpus_used=3), now=0.0)
-        core.update_host(make_report("b", 1, memory_mb_used=2000, vcpus_used=0), now=0.0)
+        core.update_host(make_report("a", 1, memory_mb_used=0, vcpus_used=12), now=0.0)
+        core.update_host(make_report("b", 1, memory_mb_used=3000, vcpus_used=0), now=0.0)
         return _pick(core)
 
     assert pick(ram=1.0, cpu=0.5) == "a"
@@ -160,7 +161,7 @@ def test_soft_weighers_ignore_other_groups_and_policies() -> None:
     assert _pick(core, "m3", group=("g1", "soft-anti-affinity")) == "a"
 
 
-# -- min-max normalization ----------------------------------------------------------
+# -- normalization ------------------------------------------------------------------
 
 
 def _ranking(core: SchedulerCore, uuid: str) -> list[str]:
@@ -182,12 +183,13 @@ def test_a_weigher_with_all_values_equal_changes_nothing() -> None:
 
 
 def test_normalization_makes_the_scale_of_raw_values_irrelevant() -> None:
-    # a: 1 MB more free RAM (normalized to 1.0); b: the custom weigher's favourite
+    # a: twice b's free RAM (weights 1.0 and 0.5); b: the custom weigher's favourite,
+    # whose values (plain min-max, no minval) weigh 1.0 for b whatever their scale
     for scale in (1e-6, 1.0, 1e6):
-        for multiplier, expected in ((0.5, "a"), (1.5, "b")):
+        for multiplier, expected in ((0.4, "a"), (0.6, "b")):
             core = _core(ram_only_config(), weighers=[HostValues({"b": scale}, multiplier)])
-            core.update_host(make_report("a", 1, memory_mb_used=0), now=0.0)
-            core.update_host(make_report("b", 1, memory_mb_used=1), now=0.0)
+            core.update_host(make_report("a", 1, memory_mb=8192), now=0.0)
+            core.update_host(make_report("b", 1, memory_mb=8192, memory_mb_used=4096), now=0.0)
             assert _pick(core) == expected, (scale, multiplier)
 
 
@@ -202,13 +204,13 @@ def test_normalization_is_over_the_hosts_that_passed_the_filters() -> None:
 
 
 def test_normalization_ignores_filtered_out_ram_too() -> None:
-    # a disabled host with far more RAM must not shrink the RAM range of the others
-    weigher = HostValues({"b": 1.0}, multiplier=0.9)
+    # a disabled host with far more RAM must not shrink the RAM weights of the others
+    weigher = HostValues({"b": 1.0}, multiplier=0.4)
     core = _core(ram_only_config(), weighers=[weigher])
     core.update_host(make_report("a", 1, memory_mb=4096), now=0.0)
-    core.update_host(make_report("b", 1, memory_mb=4000), now=0.0)
+    core.update_host(make_report("b", 1, memory_mb=2048), now=0.0)
     core.update_host(make_report("huge", 1, memory_mb=2**30, enabled=False), now=0.0)
-    assert _pick(core) == "a"  # RAM 1.0 x 1.0 beats 1.0 x 0.9
+    assert _pick(core) == "a"  # RAM 1.0 beats 0.5 + 0.4
 
 
 # -- host_subset_size -------------------------------------------------------------
@@ -293,11 +295,12 @@ def test_alternates_never_hold_the_selected_host_with_a_random_subset() -> None:
 
 
 def test_alternates_respect_hard_anti_affinity() -> None:
+    # chosen once both are claimed: neither instance's host is the other's alternate
     core = _ten_hosts(ram_only_config(max_attempts=3))
     first, second = core.select_destinations(
         make_spec("a", "b", group=("g", "anti-affinity")), now=1.0
     )
-    assert (first.host, first.alternates) == ("h9", ["h8", "h7"])
+    assert (first.host, first.alternates) == ("h9", ["h7", "h6"])
     assert (second.host, second.alternates) == ("h8", ["h7", "h6"])
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from journal_workload import StepClock, random_workload, report
 
-from actorsched import RequestSpec, Scheduler, SchedulerConfig
+from actorsched import InvalidRequest, RequestSpec, Scheduler, SchedulerConfig
 from actorsched.core import SchedulerCore
+from actorsched.core.ledger import request_fingerprint
 from actorsched.journal import SqliteJournal
+from actorsched.journal.records import CLAIM, Record, apply
 
 CONFIG = SchedulerConfig(claim_timeout=40.0, service_down_time=1e9, host_subset_size=3)
 
@@ -183,3 +185,38 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         "different_host": [],
         "ignore_hosts": [],
     }
+
+
+@pytest.mark.parametrize("snapshot_every", [1, 1_000_000])  # from a snapshot, from records
+async def test_a_repeat_with_another_request_is_refused_after_restart(
+    tmp_path: Path, snapshot_every: int
+) -> None:
+    path = tmp_path / "j.sqlite"
+    spec = RequestSpec(instance_uuids=["a", "b"], memory_mb=1024, vcpus=1, disk_gb=1)
+    async with Scheduler(CONFIG, journal=SqliteJournal(path, snapshot_every=snapshot_every)) as s:
+        await s.update_host(report("h1", 1))
+        first = await s.select_destinations(spec)
+    async with Scheduler(CONFIG, journal=path) as s:
+        assert await s.select_destinations(spec) == first
+        bigger = spec.model_copy(update={"memory_mb": 2**30})
+        with pytest.raises(InvalidRequest, match="memory_mb 1024 then, 1073741824 now"):
+            await s.select_destinations(bigger)
+
+
+def test_a_claim_record_without_a_fingerprint_replays_with_its_specs() -> None:
+    # Claim records have never stored a fingerprint: replay computes it from the
+    # spec the record keeps, so a record written before fingerprints existed
+    # gives its claims the fingerprint they would have had.
+    core = SchedulerCore(CONFIG)
+    core.update_host(report("h1", 1), 0.0)
+    body = (
+        '{"spec":{"instance_uuids":["a"],"memory_mb":512,"vcpus":1,"disk_gb":1,'
+        '"required_traits":["SSD","AVX"]},'
+        '"selections":[{"instance_uuid":"a","host":"h1","alternates":[]}]}'
+    )
+    apply(core, Record(CLAIM, 1.0, body))
+    spec = RequestSpec.model_validate_json(body[8 : body.index(',"selections"')])
+    assert core.ledger.claims["a"].fingerprint == request_fingerprint(spec)
+    assert core.select_destinations(spec, now=2.0)[0].host == "h1"
+    with pytest.raises(InvalidRequest, match='required_traits \\["AVX", "SSD"\\] then, none now'):
+        core.select_destinations(spec.model_copy(update={"required_traits": []}), now=2.0)

@@ -1,4 +1,5 @@
-"""Snapshot text: columns (format 2) round-trip; format 1 files still restore; bad columns fail."""
+"""Snapshot text: columns (format 3) round-trip; formats 1 and 2 still restore (with
+unknown request fingerprints); bad columns fail."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 from conftest import make_report, make_spec
 
+from actorsched import InvalidRequest
 from actorsched.core import SchedulerCore
 from actorsched.core.snapshot import capture
 from actorsched.journal.snapshot import SNAPSHOT_FORMAT, encode, restore
@@ -35,19 +37,51 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core()
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 2
+    assert data["format"] == SNAPSHOT_FORMAT == 3
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
     assert sorted(data["claims"]["instance_uuid"]) == ["vm1", "vm3"]
     assert data["released"]["instance_uuid"] == ["vm2"]
+    assert data["claims"]["fingerprint"][data["claims"]["instance_uuid"].index("vm3")] == (
+        '{"disk_gb":1,"memory_mb":1024,"vcpus":1}'
+    )
     again = SchedulerCore()
     restore(again, text)
-    assert again.digest() == core.digest()
+    assert again.digest() == core.digest()  # the digest covers the fingerprints
     assert again.host_states() == core.host_states()
+    # a repeat is still told from another request with those uuids
+    with pytest.raises(InvalidRequest, match="memory_mb 1024 then, 2048 now"):
+        again.select_destinations(make_spec("vm3", memory_mb=2048), now=9.0)
+
+
+def _format_2(core: SchedulerCore) -> str:
+    """The same state as format 2 wrote it: the claims have no fingerprint column."""
+    data = json.loads(encode(capture(core)))
+    del data["claims"]["fingerprint"]
+    data["format"] = 2
+    return json.dumps(data)
+
+
+def _same_but_fingerprints(a: SchedulerCore, b: SchedulerCore) -> None:
+    assert a.host_states() == b.host_states()
+    assert a.claims() == b.claims()
+    for uuid, claim in a.ledger.claims.items():
+        assert claim.selection == b.ledger.claims[uuid].selection
+    assert {c.fingerprint for c in b.ledger.claims.values()} == {None}
+
+
+def test_a_format_2_snapshot_restores_with_unknown_fingerprints() -> None:
+    core = _busy_core()
+    again = SchedulerCore()
+    restore(again, _format_2(core))
+    _same_but_fingerprints(core, again)
+    # unknown: any repeat of a held uuid is accepted, as format 2's writer did
+    held = again.select_destinations(make_spec("vm3", memory_mb=2048), now=9.0)
+    assert held == [core.ledger.claims["vm3"].selection]
 
 
 def _format_1(core: SchedulerCore) -> str:
     """The same state as the first snapshot format wrote it: one object per entry."""
-    data = json.loads(encode(capture(core)))
+    data = json.loads(_format_2(core))
 
     def rows(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
         return [
@@ -77,7 +111,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
     core = _busy_core()
     again = SchedulerCore()
     restore(again, _format_1(core))
-    assert again.digest() == core.digest()
+    _same_but_fingerprints(core, again)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +121,8 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=3), "unknown snapshot format"),
+        (lambda d: d.update(format=4), "unknown snapshot format"),
+        (lambda d: d["claims"].pop("fingerprint"), "snapshot claims must have exactly"),
     ],
 )
 def test_damaged_columns_are_refused_by_name(damage: Any, message: str) -> None:

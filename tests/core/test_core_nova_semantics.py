@@ -1,0 +1,321 @@
+"""Nova 18.0.0's semantics where actorsched once differed, each pinned by a test
+named after the Nova behaviour (nova/weights.py, nova/scheduler/weights/,
+nova/scheduler/filters/, filter_scheduler.py, host_manager.py).
+
+Every placement test runs through each ranking path of the core (the
+unfiltered shortcut, the full mask, the gathered copy) and through the
+Nova-style baseline chain, so no fast path keeps an older rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from conftest import make_config, make_core, make_report, make_spec, ram_only_config
+from numpy.typing import NDArray
+
+from actorsched import HostReport, NoValidHost, RequestSpec, SchedulerConfig
+from actorsched.baselines import NovaHostState, NovaStyleChain
+from actorsched.core import HostTable, PlacementContext, SchedulerCore
+
+MB = 1024
+
+
+def _shortcut(core: SchedulerCore) -> None:
+    pass
+
+
+def _full_mask(core: SchedulerCore) -> None:
+    core.shortcut = False
+    core.compress_below = 0.0
+
+
+def _gathered(core: SchedulerCore) -> None:
+    core.shortcut = False
+    core.compress_below = 2.0  # always weigh a gathered copy of the passing rows
+
+
+PATHS = pytest.mark.parametrize("path", [_shortcut, _full_mask, _gathered])
+
+
+def _place(
+    config: SchedulerConfig,
+    reports: list[HostReport],
+    spec: RequestSpec,
+    path: Callable[[SchedulerCore], None],
+    **kwargs: object,
+) -> list[str]:
+    core = make_core(config, **kwargs)
+    path(core)
+    for report in reports:
+        core.update_host(report, now=0.0)
+    return [s.host for s in core.select_destinations(spec, now=1.0)]
+
+
+def _chain_order(
+    config: SchedulerConfig, reports: list[HostReport], spec: RequestSpec
+) -> list[str]:
+    hosts = [NovaHostState.from_report(r, now=0.0) for r in reports]
+    return [h.host for h in NovaStyleChain(config).select(spec, hosts, now=1.0)]
+
+
+class Fixed:
+    """A plug-in weigher with fixed raw values per host (plain min-max: no minval)."""
+
+    def __init__(self, values: dict[str, float], multiplier: float) -> None:
+        self.name = "Fixed"
+        self.multiplier = multiplier
+        self.values = values
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.float64] | None:
+        raw = np.zeros(table.n, dtype=np.float64)
+        for host, row in table.row_of.items():
+            raw[row] = self.values.get(host, 0.0)
+        return raw
+
+
+# -- weight normalization: minval = 0 (nova/weights.py, weights/ram.py ...) ---------------
+
+# The issue's example: free RAM 10, 8 and 6 GB, free disk 700, 1,000 and 0 GB.
+ABC = [
+    make_report("A", memory_mb=16 * MB, memory_mb_used=6 * MB, local_gb=1000, local_gb_used=300),
+    make_report("B", memory_mb=16 * MB, memory_mb_used=8 * MB, local_gb=1000, local_gb_used=0),
+    make_report("C", memory_mb=16 * MB, memory_mb_used=10 * MB, local_gb=1000, local_gb_used=1000),
+]
+
+
+@PATHS
+def test_nova_weighers_normalize_from_zero_so_default_weighers_pick_b(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # RAM 1.0, 0.8, 0.6 and disk 0.7, 1.0, 0.0 (value / highest): B wins with 1.8.
+    # Scaled between lowest and highest (RAM 1, 0.5, 0) A would win with 1.7.
+    spec = make_spec("vm1", memory_mb=MB, disk_gb=0)
+    assert _place(make_config(), ABC, spec, path) == ["B"]
+    assert _chain_order(make_config(), ABC, spec)[0] == "B"
+
+
+@PATHS
+def test_nova_ram_weight_is_free_ram_over_the_highest(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # free RAM 20 and 50 MB weigh 0.4 and 1.0; a plug-in adds 0.7 to x: x 1.1 > y 1.0.
+    # (Between lowest and highest x would weigh 0.0 + 0.7 and lose.)
+    reports = [
+        make_report("x", memory_mb=20, local_gb=10),
+        make_report("y", memory_mb=50, local_gb=10),
+    ]
+    spec = make_spec("vm1", memory_mb=0, vcpus=0, disk_gb=0)
+    fixed = Fixed({"x": 1.0}, multiplier=0.7)
+    assert _place(ram_only_config(), reports, spec, path, weighers=[fixed]) == ["x"]
+
+
+@PATHS
+def test_nova_negative_free_ram_lowers_the_minimum_to_itself(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # Nova 18 lowers minval to a negative value (test_ram_filter_negative: that host
+    # weighs 0): free RAM 1000, 0, -1000 weigh 1.0, 0.5, 0.0 (from -1000 to 1000),
+    # and the plug-in's 0.7 makes q win with 1.2. Clipping at 0 (Nova 22) would give
+    # q 0.0 + 0.7 and pick p.
+    config = ram_only_config(ram_allocation_ratio=2.0)
+    reports = [
+        make_report("p", memory_mb=2000, memory_mb_used=1000),
+        make_report("q", memory_mb=2000, memory_mb_used=2000),
+        make_report("neg", memory_mb=2000, memory_mb_used=3000),
+    ]
+    spec = make_spec("vm1", memory_mb=100, vcpus=0, disk_gb=0)
+    fixed = Fixed({"q": 1.0}, multiplier=0.7)
+    assert _place(config, reports, spec, path, weighers=[fixed]) == ["q"]
+    # without the plug-in the negative host weighs least, the freest most
+    order = _chain_order(config, reports, spec)
+    assert order == ["p", "q", "neg"]
+
+
+@PATHS
+def test_nova_equal_positive_values_all_weigh_one_and_all_zero_weigh_zero(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # Equal values weigh 1.0 each with minval 0 (0 only when all are 0); either way
+    # the weigher cannot decide, and the plug-in does.
+    reports = [make_report(h, memory_mb=4 * MB) for h in ("e1", "e2", "e3")]
+    spec = make_spec("vm1", memory_mb=MB, disk_gb=0)
+    fixed = Fixed({"e2": 1.0}, multiplier=0.01)
+    assert _place(make_config(), reports, spec, path, weighers=[fixed]) == ["e2"]
+    zeros = [make_report(h, memory_mb=0, vcpus=0, local_gb=0) for h in ("z1", "z2")]
+    nothing = make_spec("vm1", memory_mb=0, vcpus=0, disk_gb=0)
+    fixed = Fixed({"z2": 1.0}, multiplier=0.01)
+    assert _place(make_config(), zeros, nothing, path, weighers=[fixed]) == ["z2"]
+
+
+def test_nova_io_ops_weigher_counts_from_zero() -> None:
+    # IoOps 1 and 2 weigh 0.5 and 1.0 (times -1.0): -0.5 and -1.0. The plug-in
+    # gives b 0.6: b -0.4 beats a -0.5. Between lowest and highest: a 0, b -0.4.
+    config = make_config(
+        ram_weight_multiplier=0.0, cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0
+    )
+    reports = [make_report("a", num_io_ops=1), make_report("b", num_io_ops=2)]
+    fixed = Fixed({"b": 1.0}, multiplier=0.6)
+    for path in (_shortcut, _full_mask, _gathered):
+        assert _place(config, reports, make_spec("vm1"), path, weighers=[fixed]) == ["b"]
+
+
+# -- resource filters: no overcommit against itself, CoreFilter fails safe -----------------
+
+
+@PATHS
+@pytest.mark.parametrize(
+    ("ratios", "report", "resource", "total", "filter_name"),
+    [
+        ({"ram_allocation_ratio": 2.0}, {"memory_mb": 512}, "memory_mb", 512, "RamFilter"),
+        ({"cpu_allocation_ratio": 2.0}, {"vcpus": 1}, "vcpus", 1, "CoreFilter"),
+        ({"disk_allocation_ratio": 10.0}, {"local_gb": 12}, "disk_gb", 12, "DiskFilter"),
+    ],
+)
+def test_nova_instance_may_not_overcommit_against_itself(
+    path: Callable[[SchedulerCore], None],
+    ratios: dict[str, float],
+    report: dict[str, int],
+    resource: str,
+    total: int,
+    filter_name: str,
+) -> None:
+    # 1,024 MB on a 512 MB host at ratio 2.0; 2 vCPUs on 1 at 2.0; 13 GB on 12 at 10:
+    # the ratio would leave room, but one instance may not be larger than the host.
+    config = make_config(**ratios)
+    small = {"memory_mb": 1, "vcpus": 1, "disk_gb": 1}
+    host = make_report("h1", **report)
+    over = make_spec("vm1", **{**small, resource: total + 1})
+    core = make_core(config)
+    path(core)
+    core.update_host(host, now=0.0)
+    with pytest.raises(NoValidHost) as info:
+        core.select_destinations(over, now=1.0)
+    assert info.value.filter_counts == {filter_name: 1}
+    with pytest.raises(NoValidHost):
+        _chain_order(config, [host], over)
+    # as large as the host itself is fine, and the ratio still counts past it
+    assert _place(config, [host], make_spec("vm1", **{**small, resource: total}), path) == ["h1"]
+    two = make_spec("vm1", "vm2", **{**small, resource: total})
+    assert _place(config, [host], two, path) == ["h1", "h1"]
+
+
+@PATHS
+def test_nova_core_filter_passes_a_host_reporting_zero_vcpus(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # "VCPUs not set; assuming CPU collection broken": the host passes whatever it uses
+    broken = make_report("broken", vcpus=0, vcpus_used=5)
+    spec = make_spec("vm1", vcpus=8)
+    assert _place(make_config(), [broken], spec, path) == ["broken"]
+    assert _chain_order(make_config(), [broken], spec) == ["broken"]
+    # its other figures still count
+    with pytest.raises(NoValidHost, match="RamFilter removed 1"):
+        _place(make_config(), [broken], make_spec("vm1", memory_mb=8192), path)
+
+
+# -- host names in ignore_hosts match in any case (host_manager._strip_ignore_hosts) ---------
+
+
+@PATHS
+def test_nova_ignore_hosts_match_host_names_case_insensitively(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # the freest hosts are ignored under other spellings; every spelling of a name goes
+    reports = [
+        make_report("Node1", memory_mb=16 * MB),
+        make_report("node1", memory_mb=12 * MB),
+        make_report("NODE2", memory_mb=8 * MB),
+        make_report("node3", memory_mb=4 * MB),
+    ]
+    spec = make_spec("vm1", ignore_hosts=["NODE1", "node2"])
+    assert _place(make_config(), reports, spec, path) == ["node3"]
+    assert _chain_order(make_config(), reports, spec) == ["node3"]
+    core = make_core()
+    path(core)
+    for report in reports:
+        core.update_host(report, now=0.0)
+    with pytest.raises(NoValidHost, match="IgnoreHosts removed 4"):
+        core.select_destinations(make_spec("vm1", ignore_hosts=["nOdE1", "Node2", "NODE3"]), 1.0)
+    # a removed host's other spellings are still matched, and only they
+    core.remove_host("Node1", now=1.0)
+    [sel] = core.select_destinations(make_spec("vm2", ignore_hosts=["NODE1"]), now=1.0)
+    assert sel.host == "NODE2"
+
+
+# -- a host with no zone is in default_availability_zone (AvailabilityZoneFilter) -------------
+
+
+@PATHS
+def test_nova_host_without_a_zone_is_in_the_default_availability_zone(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    reports = [
+        make_report("zoneless", memory_mb=16 * MB),
+        make_report("in-nova", memory_mb=8 * MB, availability_zone="nova"),
+        make_report("in-az1", memory_mb=32 * MB, availability_zone="az1"),
+    ]
+    spec = make_spec("vm1", "vm2", availability_zone="nova")
+    assert _place(make_config(), reports, spec, path) == ["zoneless", "in-nova"]
+    assert _chain_order(make_config(), reports, spec) == ["zoneless", "in-nova"]
+    # the default is a setting; a request for another zone does not pass the zoneless host
+    config = make_config(default_availability_zone="az1")
+    assert _place(config, reports, spec, path) == ["in-nova", "in-nova"]
+    assert _place(config, reports, make_spec("vm1", "vm2", availability_zone="az1"), path) == [
+        "in-az1",
+        "zoneless",
+    ]
+    # the default zone passes a zoneless host even when no host reported it by name
+    alone = [make_report("zoneless")]
+    assert _place(make_config(), alone, make_spec("vm1", availability_zone="nova"), path) == [
+        "zoneless"
+    ]
+    with pytest.raises(NoValidHost, match="AvailabilityZoneFilter removed 1"):
+        _place(make_config(), alone, make_spec("vm1", availability_zone="az9"), path)
+    # what the host reported is kept as it was
+    core = make_core()
+    core.update_host(alone[0], now=0.0)
+    assert core.host_states()["zoneless"].availability_zone is None
+
+
+# -- alternates of a request of several instances (filter_scheduler._get_alternate_hosts) -----
+
+
+@PATHS
+def test_nova_alternates_are_chosen_after_every_instance_is_claimed(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # 2 instances, 3 equal hosts, max_attempts=3: Nova gives [host0, host2] and
+    # [host1, host2], not [host0, host1, host2] and [host1, host2, host0]
+    config = make_config(max_attempts=3)
+    core = make_core(config)
+    path(core)
+    for host in ("host0", "host1", "host2"):
+        core.update_host(make_report(host), now=0.0)
+    selections = core.select_destinations(make_spec("i1", "i2"), now=1.0)
+    assert [[s.host, *s.alternates] for s in selections] == [
+        ["host0", "host2"],
+        ["host1", "host2"],
+    ]
+    # resent, the same answer; and journaled claims keep it
+    assert core.select_destinations(make_spec("i1", "i2"), now=2.0) == selections
+    # one instance: the next best hosts it was ranked with, as before
+    [single] = core.select_destinations(make_spec("i3"), now=3.0)
+    assert [single.host, *single.alternates] == ["host2", "host0", "host1"]
+
+
+@pytest.mark.parametrize("subset", [1, 3])
+def test_nova_alternates_never_include_a_host_chosen_for_the_same_request(subset: int) -> None:
+    for seed in range(10):
+        config = make_config(max_attempts=4, host_subset_size=subset, seed=seed)
+        core = make_core(config)
+        for i in range(6):
+            core.update_host(make_report(f"h{i}", memory_mb=(4 + i) * MB), now=0.0)
+        selections = core.select_destinations(make_spec("a", "b", "c"), now=1.0)
+        chosen = {s.host for s in selections}
+        for sel in selections:
+            assert sel.alternates == selections[0].alternates
+            assert not chosen & set(sel.alternates)
+            assert len(sel.alternates) == min(3, 6 - len(chosen))
