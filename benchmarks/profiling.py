@@ -2,7 +2,7 @@
 
 pyinstrument samples Python stacks, so time spent inside a NumPy ufunc is
 charged to the Python frame that called it (a filter's ``filter_all``, the
-engine's ``_ranked``); C calls and NumPy's own Python wrappers are charged
+ranking's ``_ranked``); C calls and NumPy's own Python wrappers are charged
 the same way here. :func:`breakdown` then buckets each frame's self time by
 the file it belongs to: asyncio's own code, pydantic, the
 actorsched filters and weighers (vectorized NumPy work), the rest of the
@@ -21,12 +21,8 @@ __all__ = ["breakdown", "format_breakdown"]
 _BUCKETS: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("filters (numpy)", "actorsched/core/filters.py", None),
     ("weighers (numpy)", "actorsched/core/weighers.py", None),
-    (
-        "engine: filter/weigh loop (numpy)",
-        "actorsched/core/engine.py",
-        frozenset({"_top", "_top_unfiltered", "_passing", "_ranked", "_ranked_among", "_ignored"}),
-    ),
-    ("engine: filter/weigh loop (numpy)", "actorsched/core/table.py", frozenset({"extremes"})),
+    ("ranking: filter/weigh loop (numpy)", "actorsched/core/ranking.py", None),
+    ("ranking: filter/weigh loop (numpy)", "actorsched/core/table.py", frozenset({"extremes"})),
     ("engine: claims and bookkeeping", "actorsched/core/", None),
     ("actor and facade", "actorsched/actor.py", None),
     ("actor and facade", "actorsched/scheduler.py", None),

@@ -75,9 +75,9 @@ def test_gathered_ranking_places_exactly_as_the_full_one(seed: int, max_attempts
         soft_anti_affinity_weight_multiplier=math.sqrt(5) / 7,
     )
     full = SchedulerCore(config)
-    full.compress_below = 0.0  # never gather
+    full.ranker.compress_below = 0.0  # never gather
     gathered = SchedulerCore(config)
-    gathered.compress_below = 2.0  # always gather
+    gathered.ranker.compress_below = 2.0  # always gather
     a, b = _run(full, seed), _run(gathered, seed)
     assert a == b
     assert full.digest() == gathered.digest()

@@ -28,13 +28,13 @@ def _shortcut(core: SchedulerCore) -> None:
 
 
 def _full_mask(core: SchedulerCore) -> None:
-    core.shortcut = False
-    core.compress_below = 0.0
+    core.ranker.shortcut = False
+    core.ranker.compress_below = 0.0
 
 
 def _gathered(core: SchedulerCore) -> None:
-    core.shortcut = False
-    core.compress_below = 2.0  # always weigh a gathered copy of the passing rows
+    core.ranker.shortcut = False
+    core.ranker.compress_below = 2.0  # always weigh a gathered copy of the passing rows
 
 
 PATHS = pytest.mark.parametrize("path", [_shortcut, _full_mask, _gathered])

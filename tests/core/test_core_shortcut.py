@@ -87,17 +87,17 @@ def _run(core: SchedulerCore, seed: int) -> list[object]:
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_shortcut_places_exactly_as_the_full_mask(seed: int) -> None:
     plain = SchedulerCore(CONFIG)
-    plain.shortcut = False
+    plain.ranker.shortcut = False
     fast = SchedulerCore(CONFIG)
     answered: list[bool] = []
-    unfiltered = fast._top_unfiltered
+    unfiltered = fast.ranker._top_unfiltered
 
     def spy(ctx: PlacementContext, want: int) -> list[int] | None:
         top = unfiltered(ctx, want)
         answered.append(top is not None)
         return top
 
-    fast._top_unfiltered = spy  # type: ignore[method-assign]
+    fast.ranker._top_unfiltered = spy  # type: ignore[method-assign]
     a, b = _run(plain, seed), _run(fast, seed)
     assert a == b
     assert plain.digest() == fast.digest()

@@ -1,0 +1,448 @@
+"""Ranking: which passing hosts are best for one instance, and why none passed.
+
+Rules this module keeps (everything about filtering and weighing lives here;
+nothing here changes host state):
+
+* A host passes when it passes ``row_ok`` (the row-local filters, kept
+  current by the table on every row change), fits the resources asked for,
+  and passes every per-request filter. Each filter's rule lives in
+  :mod:`.filters`; the fast paths below only decide *which rows to ask*,
+  never a second version of a rule: the resource fit is the table's
+  headroom (the filters' own column) against the request.
+* Each weigher's values are normalized as ``nova/weights.py`` does, between
+  ``min(floor, lowest)`` and the highest passing value, times its
+  multiplier; the built-in column weighers are summed in one matrix
+  product, the others added one by one.
+* The fast paths (the shortcut from kept extremes, the gathered copy of few
+  passing rows) give exactly the ranking of the full mask; the knobs that
+  choose between them are constructor arguments, with their defaults here.
+* Ties go to the lowest row.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import NoValidHost
+from ..models import SchedulerConfig
+from .filters import (
+    BUILTIN_FILTER_CLASSES,
+    ComputeFilter,
+    CoreFilter,
+    DiskFilter,
+    HostFilter,
+    IoOpsFilter,
+    NumInstancesFilter,
+    PlacementContext,
+    RamFilter,
+)
+from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
+from .weighers import (
+    ColumnWeigher,
+    HostWeigher,
+    SoftGroupWeigher,
+    builtin_weighers,
+    weigher_floor,
+)
+
+__all__ = [
+    "COMPRESS_BELOW",
+    "ROW_LOCAL_FILTERS",
+    "SHORTCUT_MAX_MISFITS",
+    "SHORTCUT_MAX_WANT",
+    "Ranker",
+    "WeighLayout",
+    "weigh_layout",
+]
+
+# Filters the table answers per row (``row_ok``), kept current on every row change.
+ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
+_RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
+_RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(i) for i in range(3))  # headroom
+# The other built-in filters return None (pass every host) for a request
+# without a zone, traits, server group or host hints.
+_HINT_FILTERS = frozenset(BUILTIN_FILTER_CLASSES.values()) - {
+    *ROW_LOCAL_FILTERS,
+    *_RESOURCE_FILTERS,
+}
+
+# -- tuning knobs (same rankings whatever their values; only the speed differs) --
+# Below this share of passing rows, weigh a gathered copy of just those rows.
+COMPRESS_BELOW = 0.5
+# The shortcut (and the argmax loops) are for short lists: past this many
+# rows wanted, sort instead.
+SHORTCUT_MAX_WANT = 16
+# Top rows the shortcut may find that do not fit before it gives up and
+# builds the mask (a nearly full cluster).
+SHORTCUT_MAX_MISFITS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class WeighLayout:
+    """How the weighers map onto the table: its weigher rows, their order and floors."""
+
+    order: tuple[str, ...]  # WEIGH_COLUMNS, the ones in use first
+    multipliers: tuple[float, ...]  # summed per column in use, in order
+    floors: tuple[float, ...]  # each column in use's floor (minval)
+    others: tuple[HostWeigher, ...]  # weighed one by one
+    other_floors: tuple[float, ...]
+
+
+def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> WeighLayout:
+    """The built-in weighers of ``config`` and ``extra``, laid out for one matrix product.
+
+    Weighers of one column with one floor share its matrix row (their
+    multipliers add up); a weigher with another floor, or of no column, is
+    weighed on its own. A multiplier of 0 drops the weigher.
+    """
+    weighers = [w for w in [*builtin_weighers(config), *extra] if w.multiplier != 0]
+    multipliers = dict.fromkeys(WEIGH_COLUMNS, 0.0)
+    floors: dict[str, float] = {}
+    others: list[HostWeigher] = []
+    for w in weighers:
+        floor = weigher_floor(w)
+        if (
+            isinstance(w, ColumnWeigher)
+            and w.column in multipliers
+            and floors.setdefault(w.column, floor) == floor
+        ):
+            multipliers[w.column] += w.multiplier
+        else:
+            others.append(w)
+    order = tuple(sorted(WEIGH_COLUMNS, key=lambda c: multipliers[c] == 0))
+    in_use = [c for c in order if multipliers[c] != 0]
+    return WeighLayout(
+        order=order,
+        multipliers=tuple(multipliers[c] for c in in_use),
+        floors=tuple(floors[c] for c in in_use),
+        others=tuple(others),
+        other_floors=tuple(weigher_floor(w) for w in others),
+    )
+
+
+class Ranker:
+    """Filters and weighers over one host table: :meth:`top` and :meth:`no_valid_host`."""
+
+    def __init__(
+        self,
+        table: HostTable,
+        filters: Sequence[HostFilter],
+        layout: WeighLayout,
+        *,
+        compress_below: float = COMPRESS_BELOW,
+        shortcut: bool = True,
+        shortcut_max_want: int = SHORTCUT_MAX_WANT,
+        shortcut_max_misfits: int = SHORTCUT_MAX_MISFITS,
+    ) -> None:
+        self.table = table
+        self.filters = list(filters)
+        self._matrix_multipliers = list(layout.multipliers)
+        self._other_weighers = list(layout.others)
+        self._other_floors = list(layout.other_floors)
+        # 0 never gathers, above 1 always does
+        self.compress_below = compress_below
+        # With no request-specific filter or weigher in play, find the best
+        # rows from the kept weigher extremes and one scoring pass, checking
+        # only the rows it looks at against the resources (same result as the
+        # full mask); False always builds the mask.
+        self.shortcut = shortcut
+        self.shortcut_max_want = shortcut_max_want
+        self.shortcut_max_misfits = shortcut_max_misfits
+        self._request_filters = [f for f in self.filters if not isinstance(f, ROW_LOCAL_FILTERS)]
+        # With all three resource filters on, they are one comparison over
+        # the table's headroom array instead of three.
+        self._fused_resources = all(
+            any(type(f) is cls for f in self.filters) for cls in _RESOURCE_FILTERS
+        )
+        if self._fused_resources:
+            self._request_filters = [
+                f for f in self._request_filters if type(f) not in _RESOURCE_FILTERS
+            ]
+        # When every per-request filter and weigher left is a built-in that says
+        # nothing (returns None) for a request with no zone, traits, group or
+        # host hints, such a request need not even call them.
+        self._hints_only = all(type(f) in _HINT_FILTERS for f in self._request_filters) and all(
+            isinstance(w, SoftGroupWeigher) for w in self._other_weighers
+        )
+
+    def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        """``ignore_hosts``: False for each host named there, ignoring case (as Nova)."""
+        if not ctx.spec.ignore_hosts:
+            return None
+        table = self.table
+        mask = np.ones(table.n, dtype=np.bool_)
+        for host in ctx.spec.ignore_hosts:
+            mask[table.rows_named(host)] = False
+        return mask
+
+    def top(self, ctx: PlacementContext, want: int) -> list[int]:
+        """The ``want`` best passing rows (fewer if fewer pass), best first."""
+        table = self.table
+        spec = ctx.spec
+        if (
+            self._hints_only
+            and self.shortcut
+            and table.n
+            and spec.availability_zone is None
+            and spec.group is None
+            and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
+            and not (spec.same_host or spec.different_host)
+        ):
+            top = self._top_unfiltered(ctx, want)
+            return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
+        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
+        ignored = self._ignored(ctx)
+        if ignored is not None:
+            masks.append(ignored)
+        raws = [
+            (w.multiplier, raw, floor)
+            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+            if (raw := w.weigh_all(table, ctx)) is not None
+        ]
+        if not masks and not raws and self.shortcut and table.n:
+            top = self._top_unfiltered(ctx, want)
+            if top is not None:
+                return top
+        return self._ranked(self._passing(ctx, masks), raws, want)
+
+    def _top_unfiltered(self, ctx: PlacementContext, want: int) -> list[int] | None:
+        """:meth:`_ranked` for a request with no request-specific filter, or None.
+
+        The passing rows are then those that pass ``row_ok`` and fit. Each
+        weigher's highest value over the ``row_ok`` rows (kept by the table)
+        is its highest over the passing rows whenever that row fits; its
+        lowest, min(floor, lowest value), likewise when it is below the floor
+        and is the floor otherwise. The best scores among the ``row_ok`` rows
+        are the best passing ones once the rows that do not fit are skipped.
+        So only the rows looked at are checked; None (build the mask
+        instead) when a bounding row does not fit or too many top rows do not.
+        """
+        table = self.table
+        n = table.n
+        spec = ctx.spec
+        fused = self._fused_resources
+        if want > self.shortcut_max_want:
+            return None
+        multipliers = self._matrix_multipliers
+        if multipliers:
+            k = len(multipliers)
+            _, values, figures = table.extremes()
+            if figures[0][3] != 0.0:  # its base penalty: no row passes row_ok
+                return []
+            if fused and (
+                min(map(_RAM_LEFT, figures)) < spec.memory_mb
+                or min(map(_CPU_LEFT, figures)) < spec.vcpus
+                or min(map(_DISK_LEFT, figures)) < spec.disk_gb
+            ):
+                return None  # a bounding row does not fit: it may not bound the passing ones
+            coefs = [-1.0]  # the base penalty row
+            coefs += [
+                m / (hi - lo) if hi > lo else 0.0
+                for m, hi, lo in zip(multipliers, values[:k], values[k:], strict=True)
+            ]
+            scores = np.array(coefs) @ table.score_matrix[:, :n]
+        else:
+            scores = -table.base_penalty[:n]
+        derived = table.derived
+        top: list[int] = []
+        taken: set[int] = set()
+        misfits = 0
+        while len(top) < want:
+            best = int(scores.argmax())
+            if best in taken:
+                break  # every row is taken (their scores are all -inf)
+            ram_left, cpu_left, disk_left, penalty = derived[:4, best].tolist()
+            if penalty != 0.0:
+                break  # every row left fails row_ok
+            taken.add(best)
+            scores[best] = -np.inf
+            if fused and (
+                ram_left < spec.memory_mb or cpu_left < spec.vcpus or disk_left < spec.disk_gb
+            ):
+                misfits += 1
+                if misfits > self.shortcut_max_misfits:
+                    return None  # a nearly full cluster: the mask is cheaper
+                continue
+            top.append(best)
+        return top
+
+    def _passing(
+        self, ctx: PlacementContext, masks: Sequence[NDArray[np.bool_]]
+    ) -> NDArray[np.bool_]:
+        """Rows that pass every filter: row_ok, the resources, and ``masks``."""
+        table = self.table
+        n = table.n
+        mask: NDArray[np.bool_] = table.base_penalty[:n] == 0.0  # row_ok
+        if self._fused_resources:
+            spec = ctx.spec
+            want = np.array([[spec.memory_mb], [spec.vcpus], [spec.disk_gb]], dtype=np.float64)
+            fits = table.headroom[:, :n] >= want
+            mask &= fits[0]
+            mask &= fits[1]
+            mask &= fits[2]
+        for passed in masks:
+            mask &= passed
+        return mask
+
+    def _ranked(
+        self,
+        mask: NDArray[np.bool_],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        want: int,
+    ) -> list[int]:
+        """The ``want`` best rows of ``mask``, best first.
+
+        Each weigher's values are normalized over the passing rows and
+        multiplied, as ``nova/weights.py`` (18.0.0) does: between ``lo``, the
+        lowest value or the weigher's ``minval`` when that is lower (0 for
+        the RAM, CPU, Disk and IoOps weighers, so a weight is its value over
+        the highest), and ``hi``, the highest value; all 0 when ``hi <= lo``.
+        Normalizing is ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds
+        the same constant to every row, so only ``m / (hi - lo)`` matters for
+        the order, and the built-in weighers are summed in one matrix
+        product. ``raws`` are the other weighers' (multiplier, values, floor).
+        """
+        table = self.table
+        n = table.n
+        if n == 0:
+            return []
+        passing = int(np.count_nonzero(mask))
+        if passing == 0:
+            return []
+        if passing < n * self.compress_below or want > self.shortcut_max_want:
+            # a selective request (a zone, a trait ...), or a long list wanted:
+            # weigh only the passing rows, and sort them
+            return self._ranked_among(np.flatnonzero(mask), raws, want)
+        penalty: NDArray[np.float64] | None = None
+
+        def penalized() -> NDArray[np.float64]:
+            # rows that failed a filter, pushed out of reach of min, max and argmax
+            nonlocal penalty
+            if penalty is None:
+                penalty = np.logical_not(mask) * OUT_OF_REACH
+            return penalty
+
+        multipliers = self._matrix_multipliers
+        if multipliers:
+            matrix = table.weigh_matrix[:, :n]
+            rows, values, _ = table.extremes()
+            k = len(multipliers)
+            floors = table.floors
+            coefs: list[float] = []
+            for j, multiplier in enumerate(multipliers):
+                # The extreme over the rows that pass the row-local filters is
+                # the extreme over the passing rows whenever its row passed the
+                # rest too, the common case; otherwise take it again with every
+                # failed row out of reach. A lowest value at the floor is the
+                # floor over any rows.
+                column = matrix[j]
+                row = rows[j]
+                hi = float(column[row] if mask[row] else (column - penalized()).max())
+                row = rows[k + j]
+                lo = values[k + j]
+                if lo < floors[j] and not mask[row]:
+                    lo = min(floors[j], float((column + penalized()).min()))
+                coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
+            coefs.insert(0, -1.0)  # the base penalty row
+            scores = np.array(coefs) @ table.score_matrix[:, :n]
+        else:
+            scores = -table.base_penalty[:n]
+        for multiplier, raw, floor in raws:
+            w_lo = min(floor, float(raw.min(where=mask, initial=np.inf)))
+            w_hi = float(raw.max(where=mask, initial=-np.inf))
+            if w_hi > w_lo:
+                scores += (multiplier / (w_hi - w_lo)) * raw
+        top: list[int] = []
+        pushed_out = False
+        while len(top) < want:
+            best = int(scores.argmax())
+            if scores[best] == -np.inf:
+                break
+            if not mask[best]:
+                if pushed_out:
+                    break  # failed rows are out of reach: no passing row is left
+                scores -= penalized()  # push every failed row out of reach at once
+                pushed_out = True
+                continue
+            top.append(best)
+            scores[best] = -np.inf
+        return top
+
+    def _ranked_among(
+        self,
+        rows: NDArray[np.intp],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        want: int,
+    ) -> list[int]:
+        """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
+
+        Same weights and ties (lowest row first); cheaper when few rows
+        pass, since nothing has to be pushed out of reach. The matrix
+        product may round a score's last bit unlike the full table's, so
+        only hosts whose scores differ by about 1e-16 could swap places.
+        """
+        table = self.table
+        multipliers = self._matrix_multipliers
+        if multipliers:
+            sub = table.weigh_matrix.take(rows, axis=1)
+            lows = zip(sub.min(axis=1).tolist(), table.floors, strict=True)
+            los = [lo if lo < floor else floor for lo, floor in lows]
+            his = sub.max(axis=1).tolist()
+            coefs = [
+                m / (hi - lo) if hi > lo else 0.0
+                for m, lo, hi in zip(multipliers, los, his, strict=True)
+            ]
+            scores = np.array(coefs) @ sub
+        else:
+            scores = np.zeros(rows.size, dtype=np.float64)
+        for multiplier, raw, floor in raws:
+            values = raw[rows]
+            w_lo = min(floor, float(values.min()))
+            w_hi = float(values.max())
+            if w_hi > w_lo:
+                scores += (multiplier / (w_hi - w_lo)) * values
+        if want <= self.shortcut_max_want:
+            top: list[int] = []
+            for _ in range(min(want, rows.size)):
+                best = int(scores.argmax())
+                top.append(int(rows[best]))
+                scores[best] = -np.inf
+            return top
+        picked = np.arange(rows.size)
+        if rows.size > want:
+            picked = np.argpartition(-scores, want - 1)[:want]
+        order = np.lexsort((rows[picked], -scores[picked]))
+        return [int(r) for r in rows[picked][order]]
+
+    def no_valid_host(self, ctx: PlacementContext, uuid: str, index: int) -> NoValidHost:
+        table = self.table
+        alive = table.active[: table.n].copy()
+        total = int(alive.sum())
+        counts: dict[str, int] = {}
+        steps: list[tuple[str, NDArray[np.bool_] | None]] = [("IgnoreHosts", self._ignored(ctx))]
+        steps.extend((f.name, f.filter_all(table, ctx)) for f in self.filters)
+        for name, passed in steps:
+            if passed is None:
+                continue
+            removed = int(np.count_nonzero(alive & ~passed))
+            if removed:
+                counts[name] = removed
+                alive &= passed
+        reasons = ", ".join(f"{n} removed {c}" for n, c in counts.items()) or "no host has reported"
+        where = ""
+        if len(ctx.spec.instance_uuids) > 1:
+            where = (
+                f" (instance {index + 1} of {len(ctx.spec.instance_uuids)};"
+                " no claim of this request was kept)"
+            )
+        return NoValidHost(
+            f"0/{total} hosts are available for instance {uuid}{where}: {reasons}",
+            instance_uuid=uuid,
+            total_hosts=total,
+            filter_counts=counts,
+        )
