@@ -35,13 +35,15 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .core import Command, SchedulerCore
 from .errors import MailboxFull, SchedulerError, SchedulerStopped
 from .models import SchedulerConfig
 
 __all__ = ["BatchSink", "Envelope", "Owner"]
+
+R = TypeVar("R")
 
 log = logging.getLogger("actorsched.actor")
 
@@ -52,8 +54,8 @@ _DEFAULT_MAX_WAITING: int = SchedulerConfig.model_fields["max_waiting"].default
 class Envelope:
     """A command, the future that answers it, and what the owner made of it."""
 
-    command: Command | None  # None is the stop message
-    future: asyncio.Future[object]
+    command: Command[Any] | None  # None is the stop message
+    future: asyncio.Future[Any]  # typed by its command's answer where it is handed out
     now: float = 0.0
     result: object = None
     error: BaseException | None = None
@@ -133,7 +135,7 @@ class Owner:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="actorsched-owner")
         self._task.add_done_callback(self._on_owner_done)
 
-    def ask(self, command: Command, wait: bool = False) -> asyncio.Future[object]:
+    def ask(self, command: Command[R], wait: bool = False) -> asyncio.Future[R]:
         """Send ``command``; the future this returns gives its result (or raises its error).
 
         A plain function: the message is sent by the time it returns (into
@@ -162,7 +164,7 @@ class Owner:
             self._blocked.append((envelope, None))
         return envelope.future
 
-    async def send(self, command: Command) -> asyncio.Future[object]:
+    async def send(self, command: Command[R]) -> asyncio.Future[R]:
         """Send ``command`` once it has a place (waiting for one), and return its future.
 
         What :meth:`ask` does, except that past ``max_waiting`` it waits

@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .actor import BatchSink, Owner
 from .core import (
@@ -24,7 +24,7 @@ from .core import (
     UpdateHost,
     UpdateHosts,
 )
-from .core.views import HostStatesImage, ImageBuffers
+from .core.views import ImageBuffers
 from .errors import InvalidRequest, NotActive, SchedulerError, SchedulerStopped
 from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
 
@@ -46,6 +46,7 @@ _STATES_INLINE = 5_000
 DEFAULT_FOLLOW_INTERVAL = 0.05
 
 _T = TypeVar("_T")
+R = TypeVar("R")
 
 
 def _expect(value: object, kind: type[_T], what: str) -> _T:
@@ -339,7 +340,7 @@ class Scheduler:
     ) -> None:
         await self.stop()
 
-    def submit(self, command: Command) -> asyncio.Future[object]:
+    def submit(self, command: Command[R]) -> asyncio.Future[R]:
         """Send one core command; the future this returns gives its result or error.
 
         The typed methods below are the API. This is the path of a caller
@@ -366,7 +367,7 @@ class Scheduler:
         _check_command(command)
         return self._ask(command, False)
 
-    async def submit_when_room(self, command: Command) -> asyncio.Future[object]:
+    async def submit_when_room(self, command: Command[R]) -> asyncio.Future[R]:
         """Send one core command once it has a place, waiting for one; return its future.
 
         :meth:`submit` for a caller that can wait: past ``max_waiting`` it
@@ -380,7 +381,7 @@ class Scheduler:
         _check_command(command)
         return await self._running_owner().send(command)
 
-    def _ask(self, command: Command, wait: bool = True) -> asyncio.Future[object]:
+    def _ask(self, command: Command[R], wait: bool = True) -> asyncio.Future[R]:
         owner = self._owner
         if owner is None or self._stopped or self._role == "standby":
             owner = self._running_owner()  # raises the error that says which
@@ -403,7 +404,7 @@ class Scheduler:
     async def update_host(self, report: HostReport) -> bool:
         """Apply a host report; False, and nothing changed, when it is stale."""
         _expect(report, HostReport, "update_host")
-        return cast(bool, await self._ask(UpdateHost(report)))
+        return await self._ask(UpdateHost(report))
 
     async def update_hosts(self, reports: Sequence[HostReport]) -> list[bool]:
         """Apply many reports as one message (one owner step); one bool each, as update_host.
@@ -412,22 +413,22 @@ class Scheduler:
         """
         for report in reports:
             _expect(report, HostReport, "update_hosts")
-        return cast(list[bool], await self._ask(UpdateHosts(tuple(reports))))
+        return await self._ask(UpdateHosts(tuple(reports)))
 
     async def select_destinations(self, spec: RequestSpec) -> list[Selection]:
         """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
         _expect(spec, RequestSpec, "select_destinations")
-        return cast(list[Selection], await self._ask(SelectDestinations(spec)))
+        return await self._ask(SelectDestinations(spec))
 
     async def release(self, instance_uuid: str) -> bool:
         """Free that instance's claim at once; False when it holds none."""
         _expect(instance_uuid, str, "release")
-        return cast(bool, await self._ask(Release(instance_uuid)))
+        return await self._ask(Release(instance_uuid))
 
     async def remove_host(self, host: str) -> bool:
         """Forget a host and its claims; False when unknown."""
         _expect(host, str, "remove_host")
-        return cast(bool, await self._ask(RemoveHost(host)))
+        return await self._ask(RemoveHost(host))
 
     async def host_states(self) -> dict[str, HostState]:
         """A consistent snapshot of every host, taken in one step of the owner.
@@ -441,7 +442,7 @@ class Scheduler:
         rows = self._core.table.n  # a size hint read off the owner: the owner checks it
         if rows > _STATES_INLINE:
             into = await asyncio.to_thread(ImageBuffers.for_rows, rows + rows // 64 + 1024)
-        image = cast(HostStatesImage, await self._ask(GetHostStates(into=into)))
+        image = await self._ask(GetHostStates(into=into))
         if len(image.names) <= _STATES_INLINE:
             return image.states()
         return await asyncio.to_thread(image.states)

@@ -70,6 +70,7 @@ from pydantic import BaseModel
 from yarl import URL
 
 from ..core import (
+    COMMANDS,
     Command,
     GetHostStates,
     Release,
@@ -171,7 +172,7 @@ def _page(image: HostStatesImage) -> HostStatesPage:
 
 # Per operation: the core command its request asks the scheduler for, and the
 # reply's ``result`` made from the scheduler's answer.
-_ROUTES: dict[str, tuple[Callable[[Any], Command], Callable[[Any], Any]]] = {
+_ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] = {
     "select_destinations": (SelectDestinations, _as_is),
     "host_report": (UpdateHost, lambda applied: HostReportResult(applied=bool(applied))),
     "release": (
@@ -184,7 +185,10 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command], Callable[[Any], Any]]] = {
     ),
     "host_states": (lambda request: GetHostStates(request.cursor, request.limit), _page),
 }
-assert set(_ROUTES) == set(OPERATIONS) - {BATCH}, "OPERATIONS and _ROUTES drifted"
+# every command with an operation of its own (core.COMMANDS) is routed, and nothing else
+assert (
+    set(_ROUTES) == {c.operation for c in COMMANDS if c.operation} == set(OPERATIONS) - {BATCH}
+), "core.COMMANDS, protocol.OPERATIONS and the service's routes drifted"
 
 
 def _result(op: Operation, answer: object) -> Any:

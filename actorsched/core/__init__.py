@@ -1,24 +1,31 @@
-"""Sans-IO core: host table, claim ledger, filters, weighers, engine. No asyncio here."""
+"""Sans-IO core: commands, host table, claim ledger, filters, weighers, ranking, engine.
 
-from .engine import (
+No asyncio here.
+"""
+
+from .commands import (
+    COMMANDS,
     Command,
+    CommandInfo,
     GetHostStates,
     Release,
     RemoveHost,
-    SchedulerCore,
     SelectDestinations,
     UpdateHost,
     UpdateHosts,
 )
+from .engine import SchedulerCore
 from .filters import HostFilter, PerHostFilter, PlacementContext
 from .ledger import Claim, ClaimLedger
 from .table import HostTable
 from .weighers import HostWeigher
 
 __all__ = [
+    "COMMANDS",
     "Claim",
     "ClaimLedger",
     "Command",
+    "CommandInfo",
     "GetHostStates",
     "HostFilter",
     "HostTable",

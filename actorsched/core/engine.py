@@ -26,29 +26,31 @@ import hashlib
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import numpy as np
 
 from ..errors import InvalidRequest
 from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from .commands import (
+    Command,
+    GetHostStates,
+    Release,
+    RemoveHost,
+    SelectDestinations,
+    UpdateHost,
+    UpdateHosts,
+)
 from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
 from .ledger import Claim, ClaimLedger, fingerprint_differences, request_fingerprint
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
 from .table import HostTable
-from .views import ImageBuffers, capture_host_states
+from .views import capture_host_states
 from .weighers import HostWeigher, builtin_weighers
 
-__all__ = [
-    "Command",
-    "GetHostStates",
-    "Release",
-    "RemoveHost",
-    "SchedulerCore",
-    "SelectDestinations",
-    "UpdateHost",
-    "UpdateHosts",
-]
+__all__ = ["SchedulerCore"]
+
+R = TypeVar("R")
 
 log = logging.getLogger("actorsched.core")
 
@@ -72,47 +74,6 @@ def _reported_figures(report: HostReport) -> tuple[int, ...]:
         report.num_io_ops,
         len(report.instances),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateHost:
-    report: HostReport
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateHosts:
-    reports: tuple[HostReport, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SelectDestinations:
-    spec: RequestSpec
-
-
-@dataclass(frozen=True, slots=True)
-class Release:
-    instance_uuid: str
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveHost:
-    host: str
-
-
-@dataclass(frozen=True, slots=True)
-class GetHostStates:
-    """Copy the figures of rows ``start`` on (``limit`` of them, all when None).
-
-    The answer is a :class:`~actorsched.core.views.HostStatesImage`: its
-    ``states()`` builds the HostState objects outside the owner.
-    """
-
-    start: int = 0
-    limit: int | None = None
-    into: ImageBuffers | None = None  # room the caller allocated (off the owner)
-
-
-Command = UpdateHost | UpdateHosts | SelectDestinations | Release | RemoveHost | GetHostStates
 
 
 class SchedulerCore:
@@ -182,21 +143,24 @@ class SchedulerCore:
 
     # -- dispatch ---------------------------------------------------------
 
-    def handle(self, command: Command, now: float) -> object:
+    def handle(self, command: Command[R], now: float) -> R:
         """Apply one command and return its result (or raise its error)."""
+        result: object
         if isinstance(command, SelectDestinations):
-            return self.select_destinations(command.spec, now)
-        if isinstance(command, UpdateHost):
-            return self.update_host(command.report, now)
-        if isinstance(command, UpdateHosts):
-            return self.update_hosts(command.reports, now)
-        if isinstance(command, Release):
-            return self.release(command.instance_uuid, now)
-        if isinstance(command, RemoveHost):
-            return self.remove_host(command.host, now)
-        if isinstance(command, GetHostStates):
-            return capture_host_states(self.table, command.start, command.limit, command.into)
-        raise InvalidRequest(f"unknown command {type(command).__name__!r}")
+            result = self.select_destinations(command.spec, now)
+        elif isinstance(command, UpdateHost):
+            result = self.update_host(command.report, now)
+        elif isinstance(command, UpdateHosts):
+            result = self.update_hosts(command.reports, now)
+        elif isinstance(command, Release):
+            result = self.release(command.instance_uuid, now)
+        elif isinstance(command, RemoveHost):
+            result = self.remove_host(command.host, now)
+        elif isinstance(command, GetHostStates):
+            result = capture_host_states(self.table, command.start, command.limit, command.into)
+        else:
+            raise InvalidRequest(f"unknown command {type(command).__name__!r}")
+        return cast(R, result)  # each branch answers its command's own type
 
     # -- host reports -----------------------------------------------------
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..actor import Envelope
 from ..core import (
-    GetHostStates,
+    COMMANDS,
     Release,
     RemoveHost,
     SchedulerCore,
@@ -48,8 +48,12 @@ RELEASE = "release"
 REMOVE = "remove"
 KINDS = (REPORT, CLAIM, RELEASE, REMOVE)
 
-_READ_ONLY = (GetHostStates,)
-_WRITING = (UpdateHost, UpdateHosts, SelectDestinations, Release, RemoveHost)
+# which commands change state, and so make records, is core.COMMANDS' to say
+_READ_ONLY = tuple(c.command for c in COMMANDS if c.record is None)
+_WRITING = tuple(c.command for c in COMMANDS if c.record is not None)
+assert {c.record for c in COMMANDS if c.record} == set(KINDS), (
+    "core.COMMANDS names a record kind this module does not write or replay"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from conftest import make_report
 
@@ -20,12 +21,12 @@ async def test_host_states_past_the_inline_size_gives_the_owner_room_and_matches
         seen: list[GetHostStates] = []
         ask = scheduler._ask
 
-        def spy(command: Command, wait: bool = True) -> asyncio.Future[object]:
+        def spy(command: Command[Any], wait: bool = True) -> asyncio.Future[object]:
             if isinstance(command, GetHostStates):
                 seen.append(command)
             return ask(command, wait)
 
-        scheduler._ask = spy  # type: ignore[method-assign]
+        scheduler._ask = spy  # type: ignore[method-assign,assignment]
         states = await scheduler.host_states()
         [command] = seen
         assert isinstance(command.into, ImageBuffers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from typing import Any
 
 import pytest
 from conftest import make_config, make_report
@@ -37,13 +38,13 @@ def _record(s: Scheduler) -> tuple[list[str], list[tuple[int, int, int]]]:
     seen: list[tuple[int, int, int]] = []
     handle = s.core.handle
 
-    def recording(command: Command, now: float) -> object:
+    def recording(command: Command[Any], now: float) -> object:
         assert isinstance(command, UpdateHost)
         handled.append(command.report.host)
         seen.append((s.mailbox_depth, s.waiting_for_room, s.blocked_senders))
         return handle(command, now)
 
-    s.core.handle = recording  # type: ignore[method-assign]
+    s.core.handle = recording  # type: ignore[method-assign,assignment]
     return handled, seen
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -251,12 +252,12 @@ async def test_messages_waiting_for_room_keep_their_order() -> None:
         handled: list[str] = []
         handle = s.core.handle
 
-        def recording(command: Command, now: float) -> object:
+        def recording(command: Command[Any], now: float) -> object:
             assert isinstance(command, UpdateHost)
             handled.append(command.report.host)
             return handle(command, now)
 
-        s.core.handle = recording  # type: ignore[method-assign]
+        s.core.handle = recording  # type: ignore[method-assign,assignment]
         batch = [s.submit(UpdateHost(make_report(f"a{i}"))) for i in range(12)]
         assert s.mailbox_depth == 2
         assert s.waiting_for_room == 10

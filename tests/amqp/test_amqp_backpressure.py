@@ -4,6 +4,7 @@ and at most ``max_waiting`` in line for room."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from amqp_support import host_report, running_stack
@@ -24,14 +25,14 @@ async def test_a_flood_of_batch_items_waits_for_room_in_the_mailbox() -> None:
         deepest = 0
         waited = 0  # items that found the mailbox full and waited for room
 
-        def watching_submit(command: Command) -> asyncio.Future[object]:
+        def watching_submit(command: Command[Any]) -> asyncio.Future[object]:
             nonlocal deepest, waited
             answer = original(command)
             deepest = max(deepest, scheduler.mailbox_depth)
             waited = max(waited, scheduler.waiting_for_room)
             return answer
 
-        scheduler.submit = watching_submit  # type: ignore[method-assign]
+        scheduler.submit = watching_submit  # type: ignore[method-assign,assignment]
         reports = [host_report(f"h{i}") for i in range(120)]
         # 120 concurrent calls through one client: a few batch messages of many items
         applied = await asyncio.gather(*(stack.client.update_host(r) for r in reports))
@@ -56,18 +57,18 @@ async def test_batch_items_past_a_full_line_wait_item_by_item_and_none_piles_up(
         handle = scheduler.core.handle
         waited: list[int] = []  # for each item that waited for a place: how many already did
 
-        def recording(command: Command, now: float) -> object:
+        def recording(command: Command[Any], now: float) -> object:
             seen.append((scheduler.mailbox_depth, scheduler.waiting_for_room))
             return handle(command, now)
 
         when_room = scheduler.submit_when_room
 
-        async def watching_when_room(command: Command) -> asyncio.Future[object]:
+        async def watching_when_room(command: Command[Any]) -> asyncio.Future[object]:
             waited.append(scheduler.blocked_senders)
             return await when_room(command)
 
-        scheduler.core.handle = recording  # type: ignore[method-assign]
-        scheduler.submit_when_room = watching_when_room  # type: ignore[method-assign]
+        scheduler.core.handle = recording  # type: ignore[method-assign,assignment]
+        scheduler.submit_when_room = watching_when_room  # type: ignore[method-assign,assignment]
         batching = SchedulerClient(
             stack.url, queue=stack.queue, timeout=30.0, max_batch=MAX_BATCH_ITEMS, window=prefetch
         )

@@ -1,0 +1,117 @@
+"""The commands the core takes: the one list every other layer derives its tables from.
+
+Rules this module keeps:
+
+* A command is a small frozen, slotted dataclass, typed by what the core
+  answers (``Command[bool]``, ``Command[list[Selection]]`` ...), so the
+  facade and the actor hand back typed results with no casts.
+* :data:`COMMANDS` lists every command once with the names the other layers
+  know it by: the :class:`~actorsched.Scheduler` method, the AMQP operation
+  (None when it has none of its own), and the journal record it makes when
+  it changes state (None for a read). The journal, the AMQP routes and the
+  tests check themselves against this list, so a new command that one of
+  them forgets fails at import or in a test, not in production.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..models import HostReport, RequestSpec, Selection
+from .views import HostStatesImage, ImageBuffers
+
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "CommandInfo",
+    "GetHostStates",
+    "Release",
+    "RemoveHost",
+    "SelectDestinations",
+    "UpdateHost",
+    "UpdateHosts",
+    "info",
+]
+
+R = TypeVar("R", covariant=True)
+
+
+class Command(Generic[R]):
+    """A message for the core whose answer is an ``R``."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateHost(Command[bool]):
+    """Apply one host report; True when applied, False when stale (no change)."""
+
+    report: HostReport
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateHosts(Command[list[bool]]):
+    """Apply several reports in order; one applied flag each."""
+
+    reports: tuple[HostReport, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SelectDestinations(Command[list[Selection]]):
+    """Claim a host for every instance of the request, or raise and claim nothing."""
+
+    spec: RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Command[bool]):
+    """Free an instance's claim; False when it holds none."""
+
+    instance_uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveHost(Command[bool]):
+    """Forget a host and its claims; False when unknown."""
+
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetHostStates(Command[HostStatesImage]):
+    """Copy the figures of rows ``start`` on (``limit`` of them, all when None).
+
+    The answer is a :class:`~actorsched.core.views.HostStatesImage`: its
+    ``states()`` builds the HostState objects outside the owner.
+    """
+
+    start: int = 0
+    limit: int | None = None
+    into: ImageBuffers | None = None  # room the caller allocated (off the owner)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    """The names one command goes by in the other layers."""
+
+    command: type[Command[Any]]
+    method: str  # of Scheduler
+    operation: str | None  # AMQP message type; None: none of its own (a batch carries it)
+    record: str | None  # journal record kind; None: a read, never journaled
+
+
+COMMANDS: tuple[CommandInfo, ...] = (
+    CommandInfo(UpdateHost, "update_host", "host_report", "report"),
+    CommandInfo(UpdateHosts, "update_hosts", None, "report"),
+    CommandInfo(SelectDestinations, "select_destinations", "select_destinations", "claim"),
+    CommandInfo(Release, "release", "release", "release"),
+    CommandInfo(RemoveHost, "remove_host", "remove_host", "remove"),
+    CommandInfo(GetHostStates, "host_states", "host_states", None),
+)
+_BY_CLASS = {entry.command: entry for entry in COMMANDS}
+
+
+def info(command: type[Command[Any]]) -> CommandInfo:
+    """The :class:`CommandInfo` of a command class (KeyError for one not listed)."""
+    return _BY_CLASS[command]
