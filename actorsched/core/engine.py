@@ -138,8 +138,6 @@ class SchedulerCore:
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
         self._fingerprints: dict[str, str] = {}  # recent request fingerprints, each kept once
-        self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
-        self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
 
     # -- dispatch ---------------------------------------------------------
 
@@ -247,7 +245,7 @@ class SchedulerCore:
         known = [row_of.get(host) for host in hosts]
         seen = [row for row in known if row is not None]
         generations = dict(zip(seen, table.raw[seen, 0].tolist(), strict=True))
-        listed = self._listed
+        listed = self.ledger.listed
         claimed = self.ledger.by_row
         credited = self.ledger.released
         applied: list[bool] = []
@@ -283,19 +281,9 @@ class SchedulerCore:
 
     def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:
         """Settle claims and release credits on ``row`` against what its report lists."""
-        old = self._listed.get(row, _EMPTY)
-        if listed != old:
-            for uuid in old - listed:
-                if self._reported_row.get(uuid) == row:
-                    del self._reported_row[uuid]
-            for uuid in listed - old:
-                self._reported_row[uuid] = row
-            if listed:
-                self._listed[row] = listed
-            else:  # most hosts list nothing: keep no set for them (memory at 100k hosts)
-                del self._listed[row]
         table = self.table
         ledger = self.ledger
+        ledger.set_listed(row, listed)
         credits = ledger.released.get(row)
         for uuid in list(ledger.by_row.get(row, ())):
             claim = ledger.claims[uuid]
@@ -332,12 +320,7 @@ class SchedulerCore:
         row = table.row_of.get(host)
         if row is None:
             return False
-        for uuid in list(self.ledger.by_row.get(row, ())):
-            self.ledger.drop(uuid)
-        self.ledger.released.pop(row, None)
-        for uuid in self._listed.pop(row, _EMPTY):
-            if self._reported_row.get(uuid) == row:
-                del self._reported_row[uuid]
+        self.ledger.forget_row(row)
         table.remove_row(row)
         return True
 
@@ -345,10 +328,7 @@ class SchedulerCore:
 
     def locate(self, instance_uuid: str) -> int | None:
         """Row of the host that holds or runs ``instance_uuid``, or None."""
-        claim = self.ledger.claims.get(instance_uuid)
-        if claim is not None:
-            return claim.row
-        return self._reported_row.get(instance_uuid)
+        return self.ledger.locate(instance_uuid)
 
     def select_destinations(self, spec: RequestSpec, now: float) -> list[Selection]:
         """Claim a host for every instance of ``spec``, or raise and claim nothing.
@@ -496,7 +476,7 @@ class SchedulerCore:
         )
         self.ledger.add(claim)
         credits = self.ledger.released.get(row)
-        if uuid in self._listed.get(row, _EMPTY) and not (credits and uuid in credits):
+        if uuid in self.ledger.listed_on(row) and not (credits and uuid in credits):
             claim.confirmed = True  # the host already reports it: its figures carry it
         else:
             # Assumed, even when the host lists a released instance of that uuid:
@@ -516,7 +496,7 @@ class SchedulerCore:
         if instance_uuid not in self.ledger.claims:
             return False
         claim = self._unclaim(instance_uuid)
-        if claim.confirmed and instance_uuid in self._listed.get(claim.row, _EMPTY):
+        if claim.confirmed and instance_uuid in self.ledger.listed_on(claim.row):
             # the host still reports it: credit it back until a report drops it
             self.ledger.released.setdefault(claim.row, {})[instance_uuid] = (
                 claim.memory_mb,
@@ -580,7 +560,7 @@ class SchedulerCore:
         for host in sorted(self.table.row_of):
             state = self.table.state(self.table.row_of[host])
             h.update(state.model_dump_json(exclude={"reported_at"}).encode())
-            h.update(repr(sorted(self._listed.get(self.table.row_of[host], _EMPTY))).encode())
+            h.update(repr(sorted(self.ledger.listed_on(self.table.row_of[host]))).encode())
         for uuid in sorted(self.ledger.claims):
             c = self.ledger.claims[uuid]
             h.update(

@@ -7,6 +7,9 @@ Rules this module keeps:
 * A claim is *assumed* until a host report lists its instance, then
   *confirmed*: from then on the report's used figures carry it and the
   ledger keeps it only for idempotency, server groups and release.
+* The ledger owns which instance is claimed, listed and credited where:
+  claims by uuid, row and group; what each host's last report listed (and
+  which row lists a uuid); the credits of released instances still listed.
 * The ledger records; the engine decides. Moving resources in the host
   table is the engine's job, so the two always change in one step.
 * A claim keeps the fingerprint of the request that made it
@@ -27,6 +30,8 @@ from typing import Any
 from ..models import RequestSpec, Selection
 
 __all__ = ["Claim", "ClaimLedger", "fingerprint_differences", "request_fingerprint"]
+
+_NOTHING: frozenset[str] = frozenset()
 
 # A list longer than this (as JSON) is fingerprinted by a digest of it, so a
 # claim never keeps a request's 10,000-uuid hint list: the fingerprint stays
@@ -146,6 +151,44 @@ class ClaimLedger:
     group_rows: dict[str, Counter[int]] = field(default_factory=dict)
     # released instances a report still lists: row -> uuid -> (mem, vcpus, disk)
     released: dict[int, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
+    # what each host's last report listed (rows listing nothing have no entry:
+    # memory at 100k hosts), and the other way round
+    listed: dict[int, frozenset[str]] = field(default_factory=dict)
+    reported_row: dict[str, int] = field(default_factory=dict)
+
+    def listed_on(self, row: int) -> frozenset[str]:
+        """The instances the last report of ``row`` listed."""
+        return self.listed.get(row, _NOTHING)
+
+    def set_listed(self, row: int, listed: frozenset[str]) -> None:
+        """Record what a report of ``row`` lists now (both indexes)."""
+        old = self.listed.get(row, _NOTHING)
+        if listed == old:
+            return
+        reported = self.reported_row
+        for uuid in old - listed:
+            if reported.get(uuid) == row:
+                del reported[uuid]
+        for uuid in listed - old:
+            reported[uuid] = row
+        if listed:
+            self.listed[row] = listed
+        else:
+            del self.listed[row]
+
+    def forget_row(self, row: int) -> None:
+        """Drop every claim, credit and listing of ``row`` (its host is removed)."""
+        for uuid in list(self.by_row.get(row, ())):
+            self.drop(uuid)
+        self.released.pop(row, None)
+        self.set_listed(row, _NOTHING)
+
+    def locate(self, uuid: str) -> int | None:
+        """Row that holds a claim of ``uuid``, or else whose report lists it; None."""
+        claim = self.claims.get(uuid)
+        if claim is not None:
+            return claim.row
+        return self.reported_row.get(uuid)
 
     def add(self, claim: Claim) -> None:
         self.claims[claim.instance_uuid] = claim

@@ -146,7 +146,7 @@ def capture(core: SchedulerCore) -> CoreImage:
         zone=table.zone[:n].copy(),
         zone_names=list(table.zone_names),
         host_traits=host_traits,
-        listed=dict(core._listed),
+        listed=dict(core.ledger.listed),
         claims=[(c, c.confirmed) for c in core.ledger.claims.values()],
         released={row: dict(credits) for row, credits in core.ledger.released.items()},
     )
