@@ -44,7 +44,7 @@ from .commands import (
 from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
 from .ledger import Claim, ClaimLedger, fingerprint_differences, request_fingerprint
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
-from .table import HostTable
+from .table import HostTable, reported_figures
 from .views import capture_host_states
 from .weighers import HostWeigher, builtin_weighers
 
@@ -58,22 +58,6 @@ _EMPTY: frozenset[str] = frozenset()
 # Distinct request fingerprints kept for sharing between claims before the
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
-
-
-def _reported_figures(report: HostReport) -> tuple[int, ...]:
-    """A report's figures in the order of the table's ``REPORTED`` columns."""
-    return (
-        report.generation,
-        report.memory_mb,
-        report.memory_mb_reserved,
-        report.memory_mb_used,
-        report.vcpus,
-        report.vcpus_used,
-        report.local_gb,
-        report.local_gb_used,
-        report.num_io_ops,
-        len(report.instances),
-    )
 
 
 class SchedulerCore:
@@ -185,7 +169,7 @@ class SchedulerCore:
         table.zone[row] = table.zone_id(report.availability_zone, create=True)
         if tuple(report.traits) != table.host_traits[row]:
             table.set_traits(row, report.traits)
-        table.set_reported(row, _reported_figures(report))
+        table.set_reported(row, reported_figures(report))
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
 
@@ -269,7 +253,7 @@ class SchedulerCore:
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
             rows.append(row)
-            figures.append(_reported_figures(report))
+            figures.append(reported_figures(report))
             enabled.append(report.enabled)
             zones.append(table.zone_id(report.availability_zone, create=True))
             applied.append(True)

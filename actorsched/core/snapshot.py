@@ -25,21 +25,12 @@ from numpy.typing import NDArray
 
 from .engine import SchedulerCore
 from .ledger import Claim
+from .table import REPORT_COLUMNS
 
 __all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "CoreImage", "capture"]
 
 # raw table columns a host report sets: column -> HostReport field
-_REPORTED = (
-    ("generation", "generation"),
-    ("mem_total", "memory_mb"),
-    ("mem_reserved", "memory_mb_reserved"),
-    ("mem_used", "memory_mb_used"),
-    ("vcpus_total", "vcpus"),
-    ("vcpus_used", "vcpus_used"),
-    ("disk_total", "local_gb"),
-    ("disk_used", "local_gb_used"),
-    ("io_ops_reported", "num_io_ops"),
-)
+_REPORTED = REPORT_COLUMNS  # (column, report field)
 
 
 # a live claim as a snapshot keeps it, column by column

@@ -37,22 +37,28 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..models import HostState
+from ..models import HostReport, HostState
 
 __all__ = ["INT_COLUMNS", "HostTable"]
 
 # Order matters: a report writes REPORTED in one slice; claims and releases
 # add to CLAIMED and RELEASED (mem, vcpus, disk, count) in one slice each.
+# The one mapping of a host report's figures to the table's columns:
+# (column, HostReport field). reported_instances, after them, is the length of
+# the report's instance list.
+REPORT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("generation", "generation"),
+    ("mem_total", "memory_mb"),
+    ("mem_reserved", "memory_mb_reserved"),
+    ("mem_used", "memory_mb_used"),
+    ("vcpus_total", "vcpus"),
+    ("vcpus_used", "vcpus_used"),
+    ("disk_total", "local_gb"),
+    ("disk_used", "local_gb_used"),
+    ("io_ops_reported", "num_io_ops"),
+)
 INT_COLUMNS = (
-    "generation",
-    "mem_total",
-    "mem_reserved",
-    "mem_used",
-    "vcpus_total",
-    "vcpus_used",
-    "disk_total",
-    "disk_used",
-    "io_ops_reported",
+    *(column for column, _ in REPORT_COLUMNS),
     "reported_instances",
     "claimed_mem",
     "claimed_vcpus",
@@ -63,9 +69,18 @@ INT_COLUMNS = (
     "released_disk",
     "released_count",
 )
-REPORTED = slice(0, 10)
-_CLAIMED = 10
-_RELEASED = 14
+REPORTED = slice(0, len(REPORT_COLUMNS) + 1)
+_REPORT_FIELDS = operator.attrgetter(*(field for _, field in REPORT_COLUMNS))
+
+
+def reported_figures(report: HostReport) -> tuple[int, ...]:
+    """A report's figures in the order of the table's ``REPORTED`` columns."""
+    figures: tuple[int, ...] = _REPORT_FIELDS(report)
+    return (*figures, len(report.instances))
+
+
+_CLAIMED = INT_COLUMNS.index("claimed_mem")
+_RELEASED = INT_COLUMNS.index("released_mem")
 _FLOAT_COLUMNS = ("reported_at",)
 # The largest request each host can take now (the rules of RamFilter,
 # CoreFilter and DiskFilter, written once in HostTable._derive): the three
@@ -624,29 +639,8 @@ class HostTable:
         self.refresh(row, [*figures, *self.raw[row, REPORTED.stop :].tolist()])
 
     def state(self, row: int) -> HostState:
-        """A :class:`HostState` snapshot of ``row``."""
-        i = self.ints
-        f = self.floats
-        zid = int(self.zone[row])
-        host = self.name_of[row]
-        assert host is not None
-        return HostState(
-            host=host,
-            generation=int(i["generation"][row]),
-            enabled=bool(self.enabled[row]),
-            availability_zone=self.zone_names[zid] if zid >= 0 else None,
-            traits=list(self.host_traits[row]),
-            memory_mb=int(i["mem_total"][row]),
-            memory_mb_reserved=int(i["mem_reserved"][row]),
-            free_ram_mb=int(f["free_ram"][row]),
-            local_gb=int(i["disk_total"][row]),
-            free_disk_gb=int(f["free_disk"][row]),
-            vcpus_total=int(i["vcpus_total"][row]),
-            vcpus_used=int(i["vcpus_used"][row])
-            + int(i["claimed_vcpus"][row])
-            - int(i["released_vcpus"][row]),
-            num_instances=int(f["num_instances"][row]),
-            num_io_ops=int(f["num_io_ops"][row]),
-            assumed_claims=int(i["assumed_count"][row]),
-            reported_at=float(f["reported_at"][row]),
-        )
+        """A :class:`HostState` snapshot of ``row`` (built as ``host_states`` builds it)."""
+        from .views import capture_host_states  # views reads the table: imported when asked
+
+        [state] = capture_host_states(self, row, 1).states().values()
+        return state
