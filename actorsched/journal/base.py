@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from ..actor import Envelope
 from ..core import SchedulerCore
-from ..core.snapshot import CoreImage, capture
+from ..core.image import CoreImage, capture
 from .errors import JournalError, JournalGap
 from .records import Record, apply, count_changes, records_of
 from .snapshot import encode, restore

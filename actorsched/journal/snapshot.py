@@ -25,7 +25,7 @@ import logging
 from typing import Any
 
 from ..core import SchedulerCore
-from ..core.snapshot import CLAIM_COLUMNS, CREDIT_COLUMNS, CoreImage
+from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, CoreImage
 from ..models import HostReport, RequestSpec, Selection, ServerGroup
 
 __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]

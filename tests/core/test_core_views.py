@@ -88,7 +88,7 @@ def test_host_names_and_traits_are_copied_on_write_not_shared_after_it() -> None
 
 
 def test_a_snapshot_image_keeps_the_names_of_its_moment() -> None:
-    from actorsched.core.snapshot import capture
+    from actorsched.core.image import capture
 
     core = make_core()
     core.update_host(make_report("h1", traits=["SSD"]), 1.0)

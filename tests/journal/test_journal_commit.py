@@ -14,7 +14,7 @@ from journal_workload import report
 
 from actorsched import RequestSpec, Scheduler, SchedulerConfig
 from actorsched.actor import Envelope
-from actorsched.core.snapshot import CoreImage
+from actorsched.core.image import CoreImage
 from actorsched.journal import JournalError, SqliteJournal
 
 CONFIG = SchedulerConfig(max_io_ops_per_host=10_000, max_instances_per_host=10_000)

@@ -18,7 +18,7 @@ from journal_workload import report
 
 from actorsched import RequestSpec, Scheduler, SchedulerConfig
 from actorsched.core import SchedulerCore
-from actorsched.core.snapshot import CoreImage
+from actorsched.core.image import CoreImage
 from actorsched.errors import NotActive
 from actorsched.journal import (
     JournalError,

@@ -11,7 +11,7 @@ from conftest import make_report, make_spec
 
 from actorsched import InvalidRequest
 from actorsched.core import SchedulerCore
-from actorsched.core.snapshot import capture
+from actorsched.core.image import capture
 from actorsched.journal.snapshot import SNAPSHOT_FORMAT, encode, restore
 
 

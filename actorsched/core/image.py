@@ -1,4 +1,4 @@
-"""Read-only images of a :class:`SchedulerCore`, for journal snapshots.
+"""The image the journal saves: a read-only copy of a SchedulerCore, taken in one owner step.
 
 Rules this module keeps:
 
