@@ -27,13 +27,15 @@ from numpy.typing import NDArray
 
 from ..models import HostState, RequestSpec, SchedulerConfig
 from .ledger import ClaimLedger
-from .table import HostTable
+from .table import HEADROOM_COLUMNS, HostTable
 
 __all__ = [
     "BUILTIN_FILTER_CLASSES",
+    "RESOURCE_RULES",
     "HostFilter",
     "PerHostFilter",
     "PlacementContext",
+    "ResourceFilter",
 ]
 
 BoolColumn = NDArray[np.bool_]
@@ -78,33 +80,54 @@ class ComputeFilter:
         return np.logical_and(table.enabled[: table.n], fresh)
 
 
-class RamFilter:
+class ResourceFilter:
+    """A request fits a host when it asks for no more than the host's headroom.
+
+    The rule of RamFilter, CoreFilter and DiskFilter, written once: the
+    headroom column (derived by the table, see ``HostTable._derive``) against
+    one field of the request. The fused check of all three in
+    :mod:`.ranking` is built from these same pairs (:data:`RESOURCE_RULES`).
+    """
+
+    name = "ResourceFilter"
+    column = ""  # the table's headroom column
+    asks = ""  # the RequestSpec field
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        asked: int = getattr(ctx.spec, self.asks)
+        return table.column(self.column) >= asked
+
+
+class RamFilter(ResourceFilter):
     """requested <= memory_mb, and <= (memory_mb - reserved) x ram ratio - used - claimed
     + released."""
 
     name = "RamFilter"
+    column = "ram_headroom"
+    asks = "memory_mb"
 
-    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        return table.column("ram_headroom") >= ctx.spec.memory_mb
 
-
-class CoreFilter:
+class CoreFilter(ResourceFilter):
     """requested <= vcpus, and <= vcpus x cpu ratio - used - claimed + released; any
     request passes a host that reports 0 vCPUs (Nova: CPU collection broken)."""
 
     name = "CoreFilter"
+    column = "cpu_headroom"
+    asks = "vcpus"
 
-    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        return table.column("cpu_headroom") >= ctx.spec.vcpus
 
-
-class DiskFilter:
+class DiskFilter(ResourceFilter):
     """requested <= local_gb, and <= local_gb x disk ratio - used - claimed + released."""
 
     name = "DiskFilter"
+    column = "disk_headroom"
+    asks = "disk_gb"
 
-    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        return table.column("disk_headroom") >= ctx.spec.disk_gb
+
+# (headroom row, request field) of each resource filter, in the table's headroom order
+RESOURCE_RULES: tuple[tuple[int, str], ...] = tuple(
+    sorted((HEADROOM_COLUMNS.index(f.column), f.asks) for f in (RamFilter, CoreFilter, DiskFilter))
+)
 
 
 class AvailabilityZoneFilter:

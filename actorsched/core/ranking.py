@@ -32,6 +32,7 @@ from ..errors import NoValidHost
 from ..models import SchedulerConfig
 from .filters import (
     BUILTIN_FILTER_CLASSES,
+    RESOURCE_RULES,
     ComputeFilter,
     CoreFilter,
     DiskFilter,
@@ -63,7 +64,13 @@ __all__ = [
 # Filters the table answers per row (``row_ok``), kept current on every row change.
 ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
-_RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(i) for i in range(3))  # headroom
+# What a request asks of each headroom row, in the table's headroom order: the
+# resource filters' own rule (filters.RESOURCE_RULES), so the fused check
+# below is that rule over all three rows at once, not a copy of it.
+_HEADROOM_ROWS = tuple(row for row, _ in RESOURCE_RULES)
+assert _HEADROOM_ROWS == (0, 1, 2), "the fused check reads headroom rows 0, 1 and 2"
+_ASKED = operator.attrgetter(*(field for _, field in RESOURCE_RULES))
+_RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(row) for row in _HEADROOM_ROWS)
 # The other built-in filters return None (pass every host) for a request
 # without a zone, traits, server group or host hints.
 _HINT_FILTERS = frozenset(BUILTIN_FILTER_CLASSES.values()) - {
@@ -225,6 +232,7 @@ class Ranker:
         table = self.table
         n = table.n
         spec = ctx.spec
+        ram, cpu, disk = _ASKED(spec)
         fused = self._fused_resources
         if want > self.shortcut_max_want:
             return None
@@ -235,9 +243,9 @@ class Ranker:
             if figures[0][3] != 0.0:  # its base penalty: no row passes row_ok
                 return []
             if fused and (
-                min(map(_RAM_LEFT, figures)) < spec.memory_mb
-                or min(map(_CPU_LEFT, figures)) < spec.vcpus
-                or min(map(_DISK_LEFT, figures)) < spec.disk_gb
+                min(map(_RAM_LEFT, figures)) < ram
+                or min(map(_CPU_LEFT, figures)) < cpu
+                or min(map(_DISK_LEFT, figures)) < disk
             ):
                 return None  # a bounding row does not fit: it may not bound the passing ones
             coefs = [-1.0]  # the base penalty row
@@ -261,9 +269,7 @@ class Ranker:
                 break  # every row left fails row_ok
             taken.add(best)
             scores[best] = -np.inf
-            if fused and (
-                ram_left < spec.memory_mb or cpu_left < spec.vcpus or disk_left < spec.disk_gb
-            ):
+            if fused and (ram_left < ram or cpu_left < cpu or disk_left < disk):
                 misfits += 1
                 if misfits > self.shortcut_max_misfits:
                     return None  # a nearly full cluster: the mask is cheaper
@@ -280,7 +286,7 @@ class Ranker:
         mask: NDArray[np.bool_] = table.base_penalty[:n] == 0.0  # row_ok
         if self._fused_resources:
             spec = ctx.spec
-            want = np.array([[spec.memory_mb], [spec.vcpus], [spec.disk_gb]], dtype=np.float64)
+            want = np.array([[asked] for asked in _ASKED(spec)], dtype=np.float64)
             fits = table.headroom[:, :n] >= want
             mask &= fits[0]
             mask &= fits[1]
