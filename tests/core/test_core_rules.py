@@ -1,0 +1,120 @@
+"""Rules of the core that a sampled mutation run found no test pinning; one test each."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_config, make_core, make_report, make_spec
+
+from actorsched import NoValidHost
+from actorsched.core import SchedulerCore
+
+DOWN = 60.0  # service_down_time in these tests
+
+
+def _free_ram(core: SchedulerCore, host: str = "h1") -> int:
+    return core.table.state(core.table.row_of[host]).free_ram_mb
+
+
+def test_replaying_a_claim_its_uuid_already_holds_counts_it_once() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    spec = make_spec("vm-1", memory_mb=1000)
+    selections = core.select_destinations(spec, 1.0)
+    assert _free_ram(core) == 3096
+    digest = core.digest()
+    core.restore_claims(spec, selections, 2.0)  # the journal replays the same record again
+    assert _free_ram(core) == 3096
+    assert core.digest() == digest
+
+
+@pytest.mark.parametrize(("age", "placed"), [(DOWN, True), (DOWN + 0.001, False)])
+def test_a_host_exactly_service_down_time_old_is_still_up_and_one_past_it_is_not(
+    age: float, placed: bool
+) -> None:
+    # Nova's servicegroup: up while the time since the last report is <= service_down_time
+    core = make_core(make_config(service_down_time=DOWN))
+    core.update_host(make_report("h0", memory_mb=8192), 0.0)  # long silent: the sweep looks
+    core.update_host(make_report("h1"), 100.0)
+    spec = make_spec("vm-1")
+    if placed:
+        assert core.select_destinations(spec, 100.0 + age)[0].host == "h1"
+    else:
+        with pytest.raises(NoValidHost, match="ComputeFilter removed 2"):
+            core.select_destinations(spec, 100.0 + age)
+
+
+def test_a_host_that_reuses_a_removed_hosts_row_has_only_its_own_traits() -> None:
+    core = make_core()
+    core.update_host(make_report("gpu-host", traits=["CUSTOM_GPU"]), 1.0)
+    row = core.table.row_of["gpu-host"]
+    assert core.remove_host("gpu-host", 2.0)
+    core.update_host(make_report("plain-host"), 3.0)
+    assert core.table.row_of["plain-host"] == row  # the freed row, reused
+    with pytest.raises(NoValidHost, match="RequiredTraitsFilter removed 1"):
+        core.select_destinations(make_spec("vm-1", required_traits=["CUSTOM_GPU"]), 3.0)
+
+
+def test_a_stale_host_that_reports_again_in_a_large_batch_is_placeable_again() -> None:
+    core = make_core(make_config(service_down_time=DOWN))
+    core.update_host(make_report("h0"), 0.0)
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("vm-0"), 100.0)  # h0 is stale now
+    # 8 or more distinct reports take the batch path
+    reports = [make_report("h0", generation=2)] + [make_report(f"n{i}") for i in range(9)]
+    assert core.update_hosts(reports, 100.0) == [True] * len(reports)
+    placed = {core.select_destinations(make_spec(f"vm-{i}"), 100.0)[0].host for i in range(1, 11)}
+    assert "h0" in placed
+
+
+def test_every_weigher_at_zero_still_places_on_the_first_passing_host() -> None:
+    config = make_config(
+        ram_weight_multiplier=0.0,
+        cpu_weight_multiplier=0.0,
+        disk_weight_multiplier=0.0,
+        io_ops_weight_multiplier=0.0,
+        soft_affinity_weight_multiplier=0.0,
+        soft_anti_affinity_weight_multiplier=0.0,
+    )
+    core = make_core(config)
+    for host, used in (("h1", 3000), ("h2", 0), ("h3", 1000)):
+        core.update_host(make_report(host, memory_mb_used=used), 1.0)
+    [selection] = core.select_destinations(make_spec("vm-1", memory_mb=2048), 1.0)
+    assert selection.host == "h2"  # h1 cannot take it; h2 is the first that can
+    assert selection.alternates == ["h3"]
+
+
+@pytest.mark.parametrize(("disk_gb", "fits"), [(100, True), (101, False)])
+def test_disk_filter_takes_an_exact_fit_when_the_resource_filters_are_not_fused(
+    disk_gb: int, fits: bool
+) -> None:
+    config = make_config(enabled_filters=["ComputeFilter", "DiskFilter"])
+    core = make_core(config)
+    assert not core.ranker._fused_resources  # each resource filter runs on its own
+    core.update_host(make_report("h1", local_gb=100, local_gb_used=0), 1.0)
+    spec = make_spec("vm-1", disk_gb=disk_gb)
+    if fits:
+        assert core.select_destinations(spec, 1.0)[0].host == "h1"
+    else:
+        with pytest.raises(NoValidHost, match="DiskFilter removed 1"):
+            core.select_destinations(spec, 1.0)
+
+
+def test_the_ledger_counts_its_live_claims() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    assert len(core.ledger) == 0
+    core.select_destinations(make_spec("a", "b"), 1.0)
+    assert len(core.ledger) == 2
+    core.release("a", 2.0)
+    assert len(core.ledger) == 1
+
+
+def test_the_no_valid_host_message_of_a_single_instance() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", memory_mb=1024), 1.0)
+    core.update_host(make_report("h2", availability_zone="az2"), 1.0)
+    with pytest.raises(NoValidHost) as caught:
+        core.select_destinations(make_spec("vm-1", memory_mb=8192), 1.0)
+    assert str(caught.value) == "0/2 hosts are available for instance vm-1: RamFilter removed 2"
+    assert caught.value.filter_counts == {"RamFilter": 2}
+    assert caught.value.total_hosts == 2
