@@ -118,3 +118,68 @@ def test_the_no_valid_host_message_of_a_single_instance() -> None:
     assert str(caught.value) == "0/2 hosts are available for instance vm-1: RamFilter removed 2"
     assert caught.value.filter_counts == {"RamFilter": 2}
     assert caught.value.total_hosts == 2
+
+
+def test_hosts_keep_going_stale_after_the_first_one_did() -> None:
+    core = make_core(make_config(service_down_time=DOWN))
+    core.update_host(make_report("early"), 0.0)
+    core.update_host(make_report("late"), 50.0)
+    core.select_destinations(make_spec("vm-0"), 70.0)  # "early" goes stale here
+    with pytest.raises(NoValidHost, match="ComputeFilter removed 2"):
+        core.select_destinations(make_spec("vm-1"), 120.0)  # and "late" by now
+
+
+def test_equal_states_have_equal_digests_whatever_the_report_times() -> None:
+    one, two = make_core(), make_core()
+    one.update_host(make_report("h1"), 1.0)
+    two.update_host(make_report("h1"), 5.0)
+    assert one.digest() == two.digest()
+    two.update_host(make_report("h1", generation=2, memory_mb_used=1), 6.0)
+    assert one.digest() != two.digest()
+
+
+def test_a_removed_hosts_release_credits_do_not_pass_to_the_next_host_on_its_row() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.select_destinations(make_spec("vm-1", memory_mb=1000), 1.0)
+    core.update_host(make_report("h1", generation=2, memory_mb_used=1000, instances=["vm-1"]), 2.0)
+    core.release("vm-1", 3.0)  # still listed: credited back until a report drops it
+    assert _free_ram(core) == 4096
+    core.remove_host("h1", 4.0)
+    core.update_host(make_report("h2", memory_mb_used=1000, instances=["vm-1"]), 5.0)
+    assert core.table.row_of["h2"] == 0  # h1's row
+    assert _free_ram(core, "h2") == 3096  # no credit carried over
+    core.update_host(make_report("h2", generation=2), 6.0)  # and none to take back
+    assert _free_ram(core, "h2") == 4096
+
+
+def test_an_instance_a_report_no_longer_lists_is_no_longer_located_there() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", instances=["legacy"]), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    assert core.locate("legacy") == core.table.row_of["h1"]
+    core.update_host(make_report("h1", generation=2), 2.0)  # "legacy" is gone
+    assert core.locate("legacy") is None
+    # so different_host=["legacy"] no longer keeps a request off h1
+    spec = make_spec("vm-1", different_host=["legacy"], memory_mb=4000)
+    core.update_host(make_report("h2", generation=2, memory_mb_used=3000), 3.0)
+    assert core.select_destinations(spec, 3.0)[0].host == "h1"
+
+
+def test_a_column_weigher_without_minval_scales_between_lowest_and_highest() -> None:
+    from actorsched.core.weighers import ColumnWeigher
+
+    class FreeRamSpread(ColumnWeigher):  # a plug-in: free RAM, min-max scaled
+        column = "free_ram"
+        minval = None
+
+    config = make_config(
+        ram_weight_multiplier=0.0, cpu_weight_multiplier=0.0, io_ops_weight_multiplier=0.0
+    )
+    core = make_core(config, weighers=[FreeRamSpread("FreeRamSpread", 1.0)])
+    core.update_host(make_report("h1", memory_mb_used=3096, local_gb=100), 1.0)
+    core.update_host(make_report("h2", memory_mb_used=1096, local_gb=100, local_gb_used=70), 1.0)
+    # free RAM 1,000 and 3,000, free disk 100 and 30 GB. Min-max, RAM weighs 0
+    # and 1, disk (minval 0) 1 and 0.3: h2 wins, 1.3 to 1.0. Were the plug-in's
+    # floor 0, RAM would weigh 0.33 and 1 and h1 win, 1.33 to 1.3.
+    assert core.select_destinations(make_spec("vm-1"), 1.0)[0].host == "h2"

@@ -1,0 +1,37 @@
+"""The image the journal saves: each column says what the core holds."""
+
+from __future__ import annotations
+
+from conftest import make_core, make_report, make_spec
+
+from actorsched.core.image import capture
+
+
+def test_host_columns_carry_each_hosts_report_zone_flags_and_time() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", availability_zone="az1", traits=["SSD"]), 1.5)
+    core.update_host(make_report("h2", enabled=False, instances=["vm-x"]), 2.5)
+    columns = capture(core).host_columns()
+    assert columns["host"] == ["h1", "h2"]
+    assert columns["availability_zone"] == ["az1", None]
+    assert columns["enabled"] == [True, False]
+    assert columns["traits"] == [["SSD"], []]
+    assert columns["instances"] == [[], ["vm-x"]]
+    assert columns["reported_at"] == [1.5, 2.5]
+    assert columns["memory_mb"] == [4096, 4096]
+
+
+def test_credit_columns_list_each_released_instance_still_listed() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.select_destinations(make_spec("vm-1", memory_mb=1000, vcpus=2, disk_gb=3), 1.0)
+    core.update_host(make_report("h1", generation=2, memory_mb_used=1000, instances=["vm-1"]), 2.0)
+    core.release("vm-1", 3.0)
+    credits = capture(core).credit_columns()
+    assert credits == {
+        "host": ["h1"],
+        "instance_uuid": ["vm-1"],
+        "memory_mb": [1000],
+        "vcpus": [2],
+        "disk_gb": [3],
+    }
