@@ -45,7 +45,13 @@ from .filters import (
     PlacementContext,
     RamFilter,
 )
-from .ledger import Claim, ClaimLedger, fingerprint_differences, request_fingerprint
+from .ledger import (
+    Claim,
+    ClaimLedger,
+    asks_resources_only,
+    fingerprint_differences,
+    request_fingerprint,
+)
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .views import capture_host_states
 from .weighers import (
@@ -240,7 +246,7 @@ class SchedulerCore:
         self._hints_only = all(type(f) in _HINT_FILTERS for f in self._request_filters) and all(
             isinstance(w, SoftGroupWeigher) for w in self._other_weighers
         )
-        self._fingerprints: dict[str, str] = {}  # recent request fingerprints, each kept once
+        self._fingerprints: dict[object, str] = {}  # see _fingerprint
         self._listed: dict[int, frozenset[str]] = {}  # row -> instances its last report listed
         self._reported_row: dict[str, int] = {}  # instance uuid -> row whose report lists it
 
@@ -459,11 +465,8 @@ class SchedulerCore:
         naming what differs.
         """
         claims = self.ledger.claims
-        fingerprint = request_fingerprint(spec)
-        # claims of equal requests share one string (most requests are a few flavors)
-        fingerprint = self._fingerprints.setdefault(fingerprint, fingerprint)
-        if len(self._fingerprints) > _FINGERPRINT_POOL:
-            self._fingerprints.clear()
+        resources_only = asks_resources_only(spec)
+        fingerprint = self._fingerprint(spec, resources_only)
         held = [u for u in spec.instance_uuids if u in claims]
         if held:
             if len(held) == len(spec.instance_uuids):
@@ -492,7 +495,7 @@ class SchedulerCore:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                top = self._top(ctx, want)
+                top = self._top(ctx, want, resources_only)
                 if not top:
                     raise self._no_valid_host(ctx, uuid, index)
                 row = top[0]
@@ -507,7 +510,7 @@ class SchedulerCore:
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
                 chosen = set(ctx.chosen_rows)
-                top = self._top(ctx, self._alternates + len(chosen))
+                top = self._top(ctx, self._alternates + len(chosen), resources_only)
                 names = self.table.name_of
                 shared = tuple(str(names[r]) for r in top if r not in chosen)[: self._alternates]
                 for uuid in placed:
@@ -517,6 +520,23 @@ class SchedulerCore:
                 self._unclaim(uuid)
             raise
         return [claims[u].selection for u in spec.instance_uuids]
+
+    def _fingerprint(self, spec: RequestSpec, resources_only: bool) -> str:
+        """``request_fingerprint(spec)``, one string for equal requests (most are of
+        a few flavors): a bounded pool keeps recent ones, by the resources of a
+        request that asks for nothing else (cheaper than writing its text)."""
+        pool = self._fingerprints
+        if resources_only:
+            key: object = (spec.disk_gb, spec.memory_mb, spec.vcpus)
+            found = pool.get(key)
+            if found is not None:
+                return found
+            fingerprint = request_fingerprint(spec, True)
+        else:
+            key = fingerprint = request_fingerprint(spec, False)
+        if len(pool) >= _FINGERPRINT_POOL:
+            pool.clear()
+        return pool.setdefault(key, fingerprint)
 
     def _check_same_request(self, spec: RequestSpec, fingerprint: str) -> None:
         """Raise InvalidRequest if a uuid of ``spec`` is held by another request.
@@ -673,19 +693,14 @@ class SchedulerCore:
         live &= at >= threshold
         self._oldest = float(at[live].min()) if live.any() else np.inf
 
-    def _top(self, ctx: PlacementContext, want: int) -> list[int]:
-        """The ``want`` best passing rows (fewer if fewer pass), best first."""
+    def _top(self, ctx: PlacementContext, want: int, resources_only: bool) -> list[int]:
+        """The ``want`` best passing rows (fewer if fewer pass), best first.
+
+        ``resources_only`` is :func:`~actorsched.core.ledger.asks_resources_only`
+        of the request (worked out once per request).
+        """
         table = self.table
-        spec = ctx.spec
-        if (
-            self._hints_only
-            and self.shortcut
-            and table.n
-            and spec.availability_zone is None
-            and spec.group is None
-            and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
-            and not (spec.same_host or spec.different_host)
-        ):
+        if self._hints_only and self.shortcut and table.n and resources_only:
             top = self._top_unfiltered(ctx, want)
             return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
