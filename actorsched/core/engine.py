@@ -42,7 +42,13 @@ from .commands import (
     UpdateHosts,
 )
 from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
-from .ledger import Claim, ClaimLedger, fingerprint_differences, request_fingerprint
+from .ledger import (
+    Claim,
+    ClaimLedger,
+    asks_resources_only,
+    fingerprint_differences,
+    request_fingerprint,
+)
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
 from .table import HostTable, reported_figures
 from .views import capture_host_states
@@ -121,7 +127,7 @@ class SchedulerCore:
         self._subset = config.host_subset_size
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
-        self._fingerprints: dict[str, str] = {}  # recent request fingerprints, each kept once
+        self._fingerprints: dict[object, str] = {}  # see _fingerprint
 
     # -- dispatch ---------------------------------------------------------
 
@@ -323,11 +329,8 @@ class SchedulerCore:
         naming what differs.
         """
         claims = self.ledger.claims
-        fingerprint = request_fingerprint(spec)
-        # claims of equal requests share one string (most requests are a few flavors)
-        fingerprint = self._fingerprints.setdefault(fingerprint, fingerprint)
-        if len(self._fingerprints) > _FINGERPRINT_POOL:
-            self._fingerprints.clear()
+        resources_only = asks_resources_only(spec)
+        fingerprint = self._fingerprint(spec, resources_only)
         held = [u for u in spec.instance_uuids if u in claims]
         if held:
             if len(held) == len(spec.instance_uuids):
@@ -356,7 +359,7 @@ class SchedulerCore:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                top = self.ranker.top(ctx, want)
+                top = self.ranker.top(ctx, want, resources_only)
                 if not top:
                     raise self.ranker.no_valid_host(ctx, uuid, index)
                 row = top[0]
@@ -371,7 +374,7 @@ class SchedulerCore:
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
                 chosen = set(ctx.chosen_rows)
-                top = self.ranker.top(ctx, self._alternates + len(chosen))
+                top = self.ranker.top(ctx, self._alternates + len(chosen), resources_only)
                 names = self.table.name_of
                 shared = tuple(str(names[r]) for r in top if r not in chosen)[: self._alternates]
                 for uuid in placed:
@@ -381,6 +384,23 @@ class SchedulerCore:
                 self._unclaim(uuid)
             raise
         return [claims[u].selection for u in spec.instance_uuids]
+
+    def _fingerprint(self, spec: RequestSpec, resources_only: bool) -> str:
+        """``request_fingerprint(spec)``, one string for equal requests (most are of
+        a few flavors): a bounded pool keeps recent ones, by the resources of a
+        request that asks for nothing else (cheaper than writing its text)."""
+        pool = self._fingerprints
+        if resources_only:
+            key: object = (spec.disk_gb, spec.memory_mb, spec.vcpus)
+            found = pool.get(key)
+            if found is not None:
+                return found
+            fingerprint = request_fingerprint(spec, True)
+        else:
+            key = fingerprint = request_fingerprint(spec, False)
+        if len(pool) >= _FINGERPRINT_POOL:
+            pool.clear()
+        return pool.setdefault(key, fingerprint)
 
     def _check_same_request(self, spec: RequestSpec, fingerprint: str) -> None:
         """Raise InvalidRequest if a uuid of ``spec`` is held by another request.

@@ -29,7 +29,13 @@ from typing import Any
 
 from ..models import RequestSpec, Selection
 
-__all__ = ["Claim", "ClaimLedger", "fingerprint_differences", "request_fingerprint"]
+__all__ = [
+    "Claim",
+    "ClaimLedger",
+    "asks_resources_only",
+    "fingerprint_differences",
+    "request_fingerprint",
+]
 
 _NOTHING: frozenset[str] = frozenset()
 
@@ -48,7 +54,19 @@ def _canonical_list(values: list[str]) -> str:
     return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
-def request_fingerprint(spec: RequestSpec) -> str:
+def asks_resources_only(spec: RequestSpec) -> bool:
+    """True for a request with no zone, traits, server group, hints or ignore_hosts
+    (most requests): its fingerprint is its resources, and the ranking's
+    shortcut can answer it."""
+    return (
+        spec.availability_zone is None
+        and spec.group is None
+        and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
+        and not (spec.same_host or spec.different_host)
+    )
+
+
+def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -> str:
     """What ``spec`` asks of each of its instances, as canonical JSON text.
 
     A repeat of a claimed uuid is the same request when its fingerprint is
@@ -65,12 +83,15 @@ def request_fingerprint(spec: RequestSpec) -> str:
     case, as they are matched), fields at their defaults are left out, and
     a long list counts by a digest of it. The text is what ``json.dumps``
     with sorted keys and no spaces makes, built by hand (several times
-    faster: every request computes it).
+    faster: every request computes it). ``resources_only`` is
+    :func:`asks_resources_only` of ``spec`` when the caller knows it.
 
     >>> request_fingerprint(RequestSpec(instance_uuids=["a"], memory_mb=512, vcpus=1,
     ...                                 disk_gb=10, required_traits=["SSD", "AVX"]))
     '{"disk_gb":10,"memory_mb":512,"required_traits":["AVX","SSD"],"vcpus":1}'
     """
+    if resources_only or (resources_only is None and asks_resources_only(spec)):
+        return f'{{"disk_gb":{spec.disk_gb},"memory_mb":{spec.memory_mb},"vcpus":{spec.vcpus}}}'
     parts: list[str] = []  # in the order of their keys
     if spec.availability_zone is not None:
         parts.append('"availability_zone":' + _json_string(spec.availability_zone))

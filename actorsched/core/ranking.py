@@ -187,19 +187,14 @@ class Ranker:
             mask[table.rows_named(host)] = False
         return mask
 
-    def top(self, ctx: PlacementContext, want: int) -> list[int]:
-        """The ``want`` best passing rows (fewer if fewer pass), best first."""
+    def top(self, ctx: PlacementContext, want: int, resources_only: bool) -> list[int]:
+        """The ``want`` best passing rows (fewer if fewer pass), best first.
+
+        ``resources_only`` is :func:`~actorsched.core.ledger.asks_resources_only`
+        of the request (worked out once per request).
+        """
         table = self.table
-        spec = ctx.spec
-        if (
-            self._hints_only
-            and self.shortcut
-            and table.n
-            and spec.availability_zone is None
-            and spec.group is None
-            and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
-            and not (spec.same_host or spec.different_host)
-        ):
+        if self._hints_only and self.shortcut and table.n and resources_only:
             top = self._top_unfiltered(ctx, want)
             return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]

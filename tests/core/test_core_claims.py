@@ -470,6 +470,12 @@ def test_claims_of_equal_requests_share_one_fingerprint_string() -> None:
     core.select_destinations(make_spec("a"), now=1.0)
     core.select_destinations(make_spec("b"), now=1.0)
     assert core.ledger.claims["a"].fingerprint is core.ledger.claims["b"].fingerprint
+    core.select_destinations(make_spec("c", required_traits=[]), now=1.0)
+    assert core.ledger.claims["c"].fingerprint is core.ledger.claims["a"].fingerprint
+    core.select_destinations(make_spec("d", ignore_hosts=["x"]), now=1.0)
+    core.select_destinations(make_spec("e", ignore_hosts=["X"]), now=1.0)
+    assert core.ledger.claims["d"].fingerprint is core.ledger.claims["e"].fingerprint
+    assert core.ledger.claims["d"].fingerprint != core.ledger.claims["a"].fingerprint
 
 
 # -- remove_host ----------------------------------------------------------------------
