@@ -110,6 +110,10 @@ def _either(condition: bool, yes: float, no: float) -> float:
     return yes if condition else no
 
 
+def _both(a: Any, b: Any) -> Any:
+    return a and b
+
+
 class HostTable:
     """Columns of host figures; ``n`` is the high-water mark of rows in use.
 
@@ -456,18 +460,36 @@ class HostTable:
         )
         return headroom, self._in_order(figures), num_instances, num_io_ops
 
+    def _row_local(
+        self,
+        active: Any,
+        stale: Any,
+        enabled: Any,
+        num_instances: Any,
+        num_io_ops: Any,
+        both: Any = _both,
+        negate: Any = operator.not_,
+    ) -> Any:
+        """The row-local filters' rule, written once: a live row (not removed, not
+        stale: ComputeFilter's freshness half, kept by the sweep), enabled when
+        ComputeFilter is on, under NumInstancesFilter's and IoOpsFilter's limits.
+
+        For one row's scalars (``and``, ``not``) or, with ``np.logical_and`` and
+        ``np.logical_not``, many rows' arrays, as :meth:`_derive`.
+        """
+        ok = both(active, negate(stale))
+        if self.check_enabled:
+            ok = both(ok, enabled)
+        return both(both(ok, num_instances < self.max_instances), num_io_ops < self.max_io_ops)
+
     def refresh(self, row: int, raw: list[int] | None = None) -> None:
         """Recompute the derived figures of ``row`` from its raw ones (given or read)."""
         headroom, ordered, num_instances, num_io_ops = self._derive(
             self.raw[row].tolist() if raw is None else raw
         )
         k = self.in_use
-        ok = (
-            self.active[row]
-            and not self.stale[row]
-            and (self.enabled[row] or not self.check_enabled)
-            and num_instances < self.max_instances
-            and num_io_ops < self.max_io_ops
+        ok = self._row_local(
+            self.active[row], self.stale[row], self.enabled[row], num_instances, num_io_ops
         )
         # derived rows: headroom, base penalty, weigher columns, hi and lo views
         if ok:
@@ -509,11 +531,15 @@ class HostTable:
         headroom, ordered, num_instances, num_io_ops = self._derive(
             self.raw[index].T, np.minimum, np.where
         )
-        ok = self.active[index] & ~self.stale[index]
-        if self.check_enabled:
-            ok &= self.enabled[index]
-        ok &= num_instances < self.max_instances
-        ok &= num_io_ops < self.max_io_ops
+        ok = self._row_local(
+            self.active[index],
+            self.stale[index],
+            self.enabled[index],
+            num_instances,
+            num_io_ops,
+            np.logical_and,
+            np.logical_not,
+        )
         k = self.in_use
         self.derived[:, index] = [
             *headroom,
