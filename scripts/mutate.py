@@ -107,7 +107,7 @@ def _is_listed(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", type=int, default=300, help="mutants to run (default 300)")
+    parser.add_argument("--sample", type=int, default=120, help="mutants to run (default 120)")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     parser.add_argument("--target", type=float, default=92.0, help="score to reach, in %% (92)")
     parser.add_argument("--max-children", type=int, default=2, help="mutants run at once (2)")

@@ -35,3 +35,14 @@ def test_credit_columns_list_each_released_instance_still_listed() -> None:
         "vcpus": [2],
         "disk_gb": [3],
     }
+
+
+def test_claim_columns_name_each_claims_host() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.select_destinations(make_spec("vm-1", memory_mb=700), 1.0)
+    claims = capture(core).claim_columns()
+    assert claims["host"] == ["h1"]
+    assert claims["instance_uuid"] == ["vm-1"]
+    assert claims["memory_mb"] == [700]
+    assert claims["confirmed"] == [False]

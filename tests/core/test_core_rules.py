@@ -183,3 +183,29 @@ def test_a_column_weigher_without_minval_scales_between_lowest_and_highest() -> 
     # and 1, disk (minval 0) 1 and 0.3: h2 wins, 1.3 to 1.0. Were the plug-in's
     # floor 0, RAM would weigh 0.33 and 1 and h1 win, 1.33 to 1.3.
     assert core.select_destinations(make_spec("vm-1"), 1.0)[0].host == "h2"
+
+
+def test_a_stale_host_is_fresh_again_for_a_clock_that_goes_back_to_its_report() -> None:
+    core = make_core(make_config(service_down_time=DOWN))
+    core.update_host(make_report("h1"), 0.0)
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("vm-0"), 100.0)  # stale at 100
+    # now 60: the report (at 0) is exactly service_down_time old, so up again
+    assert core.select_destinations(make_spec("vm-1"), 60.0)[0].host == "h1"
+
+
+def test_every_weigher_at_zero_with_a_selective_request_places_on_the_first_passing_host() -> None:
+    config = make_config(
+        ram_weight_multiplier=0.0,
+        cpu_weight_multiplier=0.0,
+        disk_weight_multiplier=0.0,
+        io_ops_weight_multiplier=0.0,
+        soft_affinity_weight_multiplier=0.0,
+        soft_anti_affinity_weight_multiplier=0.0,
+    )
+    core = make_core(config)
+    for i in range(10):  # one host in az1 among ten: the gathered ranking
+        core.update_host(make_report(f"h{i}", availability_zone="az1" if i > 6 else "az2"), 1.0)
+    [selection] = core.select_destinations(make_spec("vm-1", availability_zone="az1"), 1.0)
+    assert selection.host == "h7"
+    assert selection.alternates == ["h8", "h9"]
