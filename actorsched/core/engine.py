@@ -51,7 +51,7 @@ from .ledger import (
 )
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
 from .table import HostTable, reported_figures
-from .views import capture_host_states
+from .views import capture_host_states, host_state
 from .weighers import HostWeigher, builtin_weighers
 
 __all__ = ["SchedulerCore"]
@@ -562,7 +562,7 @@ class SchedulerCore:
         """A hash of hosts, generations, figures and claims: equal states, equal digests."""
         h = hashlib.sha256()
         for host in sorted(self.table.row_of):
-            state = self.table.state(self.table.row_of[host])
+            state = host_state(self.table, self.table.row_of[host])
             h.update(state.model_dump_json(exclude={"reported_at"}).encode())
             h.update(repr(sorted(self.ledger.listed_on(self.table.row_of[host]))).encode())
         for uuid in sorted(self.ledger.claims):

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from ..models import HostState, RequestSpec, SchedulerConfig
 from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
+from .views import host_state
 
 __all__ = [
     "BUILTIN_FILTER_CLASSES",
@@ -272,7 +273,7 @@ class PerHostFilter:
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
         mask = np.zeros(table.n, dtype=np.bool_)
         for row in np.flatnonzero(table.active[: table.n]):
-            mask[row] = self._predicate(table.state(int(row)), ctx.spec)
+            mask[row] = self._predicate(host_state(table, int(row)), ctx.spec)
         return mask
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..models import HostReport, HostState
+from ..models import HostReport
 
 __all__ = ["INT_COLUMNS", "HostTable"]
 
@@ -663,10 +663,3 @@ class HostTable:
         """Write a report's figures (the ``REPORTED`` columns, in order) and refresh."""
         self.raw[row, REPORTED] = figures
         self.refresh(row, [*figures, *self.raw[row, REPORTED.stop :].tolist()])
-
-    def state(self, row: int) -> HostState:
-        """A :class:`HostState` snapshot of ``row`` (built as ``host_states`` builds it)."""
-        from .views import capture_host_states  # views reads the table: imported when asked
-
-        [state] = capture_host_states(self, row, 1).states().values()
-        return state

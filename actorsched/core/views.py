@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from ..models import HostState
 from .table import INT_COLUMNS, HostTable
 
-__all__ = ["HostStatesImage", "ImageBuffers", "capture_host_states"]
+__all__ = ["HostStatesImage", "ImageBuffers", "capture_host_states", "host_state"]
 
 _INTS = (
     "generation",
@@ -188,3 +188,26 @@ def capture_host_states(
         traits_list=traits,
         next_row=stop if stop < n else None,
     )
+
+
+def host_state(table: HostTable, row: int) -> HostState:
+    """The :class:`HostState` of one row, built by :meth:`HostStatesImage.states`.
+
+    Read in place (views of the row, the table's own lists), not copied: for
+    a caller inside the owner step that builds it at once.
+    """
+    rows = slice(row, row + 1)
+    image = HostStatesImage(
+        start=row,
+        stop=row + 1,
+        names_list=table.name_of,
+        raw=table.raw[rows],
+        floats={name: table.floats[name][rows] for name in _FLOATS},
+        enabled=table.enabled[rows],
+        zone=table.zone[rows],
+        zone_names=table.zone_names,
+        traits_list=table.host_traits,
+        next_row=None,
+    )
+    [state] = image.states().values()
+    return state

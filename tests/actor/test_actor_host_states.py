@@ -9,7 +9,7 @@ from conftest import make_report
 
 from actorsched import Scheduler
 from actorsched.core import Command, GetHostStates
-from actorsched.core.views import HostStatesImage, ImageBuffers
+from actorsched.core.views import HostStatesImage, ImageBuffers, host_state
 
 
 async def test_host_states_past_the_inline_size_gives_the_owner_room_and_matches_the_table() -> (
@@ -32,7 +32,7 @@ async def test_host_states_past_the_inline_size_gives_the_owner_room_and_matches
         assert isinstance(command.into, ImageBuffers)
         assert command.into.rows >= 6_000
         table = scheduler.core.table
-        assert states == {host: table.state(row) for host, row in table.row_of.items()}
+        assert states == {host: host_state(table, row) for host, row in table.row_of.items()}
         image = scheduler.core.handle(GetHostStates(), 1.0)
         assert isinstance(image, HostStatesImage)
         assert image.states() == states

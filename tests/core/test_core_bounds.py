@@ -6,6 +6,7 @@ import pytest
 from conftest import make_config, make_core, make_report, make_spec
 
 from actorsched import InvalidRequest
+from actorsched.core.views import host_state
 
 
 def test_a_host_past_max_hosts_is_refused_and_changes_nothing() -> None:
@@ -58,7 +59,7 @@ def test_new_zones_past_max_zones_are_refused() -> None:
     core.update_host(make_report("h2", availability_zone="az2"), 1.0)
     with pytest.raises(InvalidRequest, match="max_zones 2"):
         core.update_host(make_report("h1", generation=2, availability_zone="az3"), 2.0)
-    assert core.table.state(core.table.row_of["h1"]).availability_zone == "az1"
+    assert host_state(core.table, core.table.row_of["h1"]).availability_zone == "az1"
 
 
 def test_trait_storage_grows_by_doubling() -> None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 from conftest import make_config, make_core, make_report, make_spec
 
-from actorsched import NoValidHost
+from actorsched import NoValidHost, SchedulerConfig
 from actorsched.core import SchedulerCore
+from actorsched.core.views import host_state
 
 DOWN = 60.0  # service_down_time in these tests
 
 
 def _free_ram(core: SchedulerCore, host: str = "h1") -> int:
-    return core.table.state(core.table.row_of[host]).free_ram_mb
+    return host_state(core.table, core.table.row_of[host]).free_ram_mb
 
 
 def test_replaying_a_claim_its_uuid_already_holds_counts_it_once() -> None:
@@ -66,8 +67,8 @@ def test_a_stale_host_that_reports_again_in_a_large_batch_is_placeable_again() -
     assert "h0" in placed
 
 
-def test_every_weigher_at_zero_still_places_on_the_first_passing_host() -> None:
-    config = make_config(
+def _every_weigher_at_zero() -> SchedulerConfig:
+    return make_config(
         ram_weight_multiplier=0.0,
         cpu_weight_multiplier=0.0,
         disk_weight_multiplier=0.0,
@@ -75,7 +76,10 @@ def test_every_weigher_at_zero_still_places_on_the_first_passing_host() -> None:
         soft_affinity_weight_multiplier=0.0,
         soft_anti_affinity_weight_multiplier=0.0,
     )
-    core = make_core(config)
+
+
+def test_every_weigher_at_zero_still_places_on_the_first_passing_host() -> None:
+    core = make_core(_every_weigher_at_zero())
     for host, used in (("h1", 3000), ("h2", 0), ("h3", 1000)):
         core.update_host(make_report(host, memory_mb_used=used), 1.0)
     [selection] = core.select_destinations(make_spec("vm-1", memory_mb=2048), 1.0)
@@ -195,15 +199,7 @@ def test_a_stale_host_is_fresh_again_for_a_clock_that_goes_back_to_its_report() 
 
 
 def test_every_weigher_at_zero_with_a_selective_request_places_on_the_first_passing_host() -> None:
-    config = make_config(
-        ram_weight_multiplier=0.0,
-        cpu_weight_multiplier=0.0,
-        disk_weight_multiplier=0.0,
-        io_ops_weight_multiplier=0.0,
-        soft_affinity_weight_multiplier=0.0,
-        soft_anti_affinity_weight_multiplier=0.0,
-    )
-    core = make_core(config)
+    core = make_core(_every_weigher_at_zero())
     for i in range(10):  # one host in az1 among ten: the gathered ranking
         core.update_host(make_report(f"h{i}", availability_zone="az1" if i > 6 else "az2"), 1.0)
     [selection] = core.select_destinations(make_spec("vm-1", availability_zone="az1"), 1.0)

@@ -7,7 +7,7 @@ import pytest
 from conftest import make_core, make_report, make_spec
 
 from actorsched.core import GetHostStates
-from actorsched.core.views import HostStatesImage, capture_host_states
+from actorsched.core.views import HostStatesImage, capture_host_states, host_state
 
 
 def test_the_image_builds_what_the_table_says() -> None:
@@ -16,7 +16,7 @@ def test_the_image_builds_what_the_table_says() -> None:
     core.update_host(make_report("h2", memory_mb_used=1024), 2.0)
     core.select_destinations(make_spec("vm-1", memory_mb=512, vcpus=2), 3.0)
     states = capture_host_states(core.table).states()
-    assert states == {host: core.table.state(row) for host, row in core.table.row_of.items()}
+    assert states == {host: host_state(core.table, row) for host, row in core.table.row_of.items()}
 
 
 def test_get_host_states_answers_an_image_not_objects() -> None:
@@ -84,7 +84,7 @@ def test_host_names_and_traits_are_copied_on_write_not_shared_after_it() -> None
     assert sorted(states) == ["h1", "h2"]
     assert states["h1"].traits == ["SSD"]
     assert states["h2"].traits == []
-    assert core.table.state(core.table.row_of["h3"]).traits == ["GPU"]
+    assert host_state(core.table, core.table.row_of["h3"]).traits == ["GPU"]
 
 
 def test_a_snapshot_image_keeps_the_names_of_its_moment() -> None:
