@@ -205,3 +205,25 @@ def test_every_weigher_at_zero_with_a_selective_request_places_on_the_first_pass
     [selection] = core.select_destinations(make_spec("vm-1", availability_zone="az1"), 1.0)
     assert selection.host == "h7"
     assert selection.alternates == ["h8", "h9"]
+
+
+def test_a_request_for_an_unknown_zone_adds_no_zone_to_the_vocabulary() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", availability_zone="az1"), 1.0)
+    zones = list(core.table.zone_names)
+    with pytest.raises(NoValidHost, match="AvailabilityZoneFilter removed 1"):
+        core.select_destinations(make_spec("vm-1", availability_zone="nowhere"), 1.0)
+    assert core.table.zone_names == zones
+
+
+def test_no_valid_host_with_no_host_at_all_says_none_has_reported() -> None:
+    with pytest.raises(NoValidHost) as caught:
+        make_core().select_destinations(make_spec("vm-1"), 1.0)
+    assert str(caught.value) == "0/0 hosts are available for instance vm-1: no host has reported"
+
+
+def test_a_table_with_floors_for_the_wrong_columns_is_refused_by_name() -> None:
+    from actorsched.core.table import WEIGH_COLUMNS, HostTable
+
+    with pytest.raises(ValueError, match="floors must give one value per column in use"):
+        HostTable(1.0, 1.0, 1.0, WEIGH_COLUMNS, 2, (0.0,))
