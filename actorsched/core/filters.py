@@ -77,8 +77,7 @@ class ComputeFilter:
     name = "ComputeFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        fresh = table.column("reported_at") >= ctx.now - ctx.config.service_down_time
-        return np.logical_and(table.enabled[: table.n], fresh)
+        return table.row_local_part(self.name)  # freshness: the sweep's stale marks
 
 
 class ResourceFilter:
@@ -248,7 +247,7 @@ class NumInstancesFilter:
     name = "NumInstancesFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        return table.column("num_instances") < ctx.config.max_instances_per_host
+        return table.row_local_part(self.name)
 
 
 class IoOpsFilter:
@@ -257,7 +256,7 @@ class IoOpsFilter:
     name = "IoOpsFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
-        return table.column("num_io_ops") < ctx.config.max_io_ops_per_host
+        return table.row_local_part(self.name)
 
 
 class PerHostFilter:

@@ -482,6 +482,26 @@ class HostTable:
             ok = both(ok, enabled)
         return both(both(ok, num_instances < self.max_instances), num_io_ops < self.max_io_ops)
 
+    def row_local_part(self, name: str) -> NDArray[np.bool_]:
+        """One row-local filter's share of :meth:`_row_local` over rows ``[:n]``:
+        the one rule with the other filters' inputs set to pass (the rule is a
+        conjunction), so the NoValidHost count of ``ComputeFilter``,
+        ``NumInstancesFilter`` or ``IoOpsFilter`` is the rule ranking applied."""
+        if name not in ("ComputeFilter", "NumInstancesFilter", "IoOpsFilter"):
+            raise ValueError(f"{name!r} is not a row-local filter")
+        n = self.n
+        passing = np.ones(n, dtype=np.bool_)
+        compute = name == "ComputeFilter"
+        live = self.active[:n] if compute else passing
+        stale = self.stale[:n] if compute else ~passing
+        enabled = self.enabled[:n] if compute else passing
+        instances = self.column("num_instances") if name == "NumInstancesFilter" else -_INF
+        io_ops = self.column("num_io_ops") if name == "IoOpsFilter" else -_INF
+        part: NDArray[np.bool_] = self._row_local(
+            live, stale, enabled, instances, io_ops, np.logical_and, np.logical_not
+        )
+        return part
+
     def refresh(self, row: int, raw: list[int] | None = None) -> None:
         """Recompute the derived figures of ``row`` from its raw ones (given or read)."""
         headroom, ordered, num_instances, num_io_ops = self._derive(

@@ -227,3 +227,25 @@ def test_a_table_with_floors_for_the_wrong_columns_is_refused_by_name() -> None:
 
     with pytest.raises(ValueError, match="floors must give one value per column in use"):
         HostTable(1.0, 1.0, 1.0, WEIGH_COLUMNS, 2, (0.0,))
+
+
+def test_each_row_local_filter_counts_the_hosts_its_own_part_of_the_rule_removes() -> None:
+    # ComputeFilter: one disabled host and one silent one; NumInstancesFilter:
+    # one host at its limit; IoOpsFilter: one at its limit. Each is counted by
+    # the filter whose share of the table's one row rule it fails, and no other.
+    core = make_core(
+        make_config(service_down_time=DOWN, max_instances_per_host=2, max_io_ops_per_host=3)
+    )
+    core.update_host(make_report("silent"), 0.0)
+    core.update_host(make_report("disabled", enabled=False), 100.0)
+    core.update_host(make_report("full", instances=["x", "y"]), 100.0)
+    core.update_host(make_report("busy", num_io_ops=3), 100.0)
+    with pytest.raises(NoValidHost) as caught:
+        core.select_destinations(make_spec("vm-1"), 100.0 + DOWN)
+    assert caught.value.filter_counts == {
+        "ComputeFilter": 2,
+        "NumInstancesFilter": 1,
+        "IoOpsFilter": 1,
+    }
+    with pytest.raises(ValueError, match="'RamFilter' is not a row-local filter"):
+        core.table.row_local_part("RamFilter")
