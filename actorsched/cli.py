@@ -1,8 +1,12 @@
-"""The ``actorsched`` command: ``demo``, ``serve`` and ``bench``.
+"""The ``actorsched`` command.
 
 Each subcommand lives in its own module, which provides
 ``add_arguments(parser)`` and ``main(args) -> int``; this file only wires
 them together, importing a module when its subcommand is chosen.
+
+Exit codes, the same for every subcommand: 0 done (or a clean stop), 1 a
+failure while running (a fail-stop, the broker or journal unreachable, a
+request refused), 2 a usage or settings error (nothing was started).
 """
 
 from __future__ import annotations
@@ -14,37 +18,82 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["main"]
+from . import __version__
+from .settings import SettingsError
 
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("actorsched.demo", "the 2015 host-state race, side by side on three schedulers"),
-    "serve": ("actorsched.amqp.serve", "run the scheduler as a RabbitMQ (AMQP) service"),
-    "bench": ("benchmarks.run", "measure placements/s, latency and memory against baselines"),
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "commands", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# name: (module, the function adding its flags, help)
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": (
+        "actorsched.demo",
+        "add_arguments",
+        "the 2015 host-state race, side by side on three schedulers",
+    ),
+    "serve": ("actorsched.amqp.serve", "add_arguments", "run the scheduler as an AMQP service"),
+    "config": (
+        "actorsched.settings",
+        "config_arguments",
+        "print the effective settings of serve and where each came from",
+    ),
+    "bench": (
+        "benchmarks.run",
+        "add_arguments",
+        "measure placements/s, latency and memory against baselines (source tree only)",
+    ),
 }
+
+
+def _benchmarks_root() -> Path | None:
+    # benchmarks/ sits beside the package in the source tree; an installed wheel has none
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "benchmarks" / "run.py").is_file() else None
+
+
+def commands() -> list[str]:
+    """The subcommands this installation offers (``bench`` only in a source tree)."""
+    return [name for name in _COMMANDS if name != "bench" or _benchmarks_root() is not None]
 
 
 def _load(module: str) -> ModuleType:
     if module.startswith("benchmarks."):
-        # benchmarks/ sits beside the package in the source tree, not inside it
-        root = Path(__file__).resolve().parent.parent
-        if (root / "benchmarks").is_dir() and str(root) not in sys.path:
+        root = _benchmarks_root()
+        if root is not None and str(root) not in sys.path:
             sys.path.insert(0, str(root))
     return importlib.import_module(module)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="actorsched", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="actorsched",
+        description="A cloud placement scheduler in which one task owns all host state.",
+        epilog="Exit codes: 0 done, 1 failed while running, 2 bad usage or settings.",
+    )
+    parser.add_argument("--version", action="version", version=f"actorsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if a in _COMMANDS), None)
     modules: dict[str, ModuleType] = {}
-    for name, (module, help_text) in _COMMANDS.items():
+    parsers: dict[str, argparse.ArgumentParser] = {}
+    for name in commands():
+        module, adder, help_text = _COMMANDS[name]
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        parsers[name] = sub_parser
         if name == chosen:
             modules[name] = _load(module)
-            modules[name].add_arguments(sub_parser)
-    args = parser.parse_args(argv)
-    result: int = modules[args.command].main(args)
+            getattr(modules[name], adder)(sub_parser)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the subcommand's own usage, not the top level's
+        parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        result: int = modules[args.command].main(args)
+    except SettingsError as exc:
+        print(f"actorsched {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return result
 
 

@@ -12,25 +12,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
+from pathlib import Path
 
 import aiormq.exceptions
 
+from .. import settings
 from ..errors import SchedulerError
-from ..journal import DEFAULT_SHARD, open_journal
+from ..journal import open_journal
+from ..logs import configure_logging
 from ..models import SchedulerConfig
-from ..scheduler import DEFAULT_FOLLOW_INTERVAL, Scheduler
+from ..scheduler import Scheduler
+from ..settings import ServiceSettings, Settings
 from .metrics import MetricsServer, ServiceMetrics
-from .protocol import (
-    DEFAULT_DELIVERY_LIMIT,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_REPLY_BYTES,
-    DEFAULT_PREFETCH,
-    DEFAULT_QUEUE,
-    DEFAULT_URL,
-    dead_letter_names,
-)
+from .protocol import dead_letter_names
 from .service import SchedulerService, redact
 
 __all__ = ["add_arguments", "main", "serve"]
@@ -39,132 +34,66 @@ log = logging.getLogger("actorsched.amqp.service")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``actorsched serve``."""
-    parser.add_argument(
-        "--amqp-url",
-        default=os.environ.get("ACTORSCHED_AMQP_URL", DEFAULT_URL),
-        help="broker URL (default: $ACTORSCHED_AMQP_URL or %(default)s)",
-    )
-    parser.add_argument(
-        "--queue", default=DEFAULT_QUEUE, help="request queue to consume (default %(default)s)"
-    )
-    parser.add_argument(
-        "--prefetch",
-        type=int,
-        default=None,
-        help=f"deliveries in flight at most; at most --mailbox-size "
-        f"(default: the smaller of {DEFAULT_PREFETCH} and --mailbox-size)",
-    )
-    parser.add_argument(
-        "--mailbox-size",
-        type=int,
-        default=SchedulerConfig().mailbox_size,
-        help="the scheduler owner's bounded mailbox (default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-waiting",
-        type=int,
-        default=SchedulerConfig().max_waiting,
-        help="messages that may wait in line for room while the mailbox is full "
-        "(default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=DEFAULT_MAX_BODY_BYTES,
-        help="larger messages are cut to their head as they arrive and dead-lettered "
-        "(default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-reply-bytes",
-        type=int,
-        default=DEFAULT_MAX_REPLY_BYTES,
-        help="larger replies are refused with InvalidRequest, before the work where it "
-        "can be told (default %(default)s)",
-    )
-    parser.add_argument(
-        "--delivery-limit",
-        type=int,
-        default=DEFAULT_DELIVERY_LIMIT,
-        help="x-delivery-limit of the quorum queue (default %(default)s)",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics on this port at /metrics (default: off)",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        help="address the metrics endpoint binds (default %(default)s: this machine only; "
-        "0.0.0.0 for a scraper elsewhere, behind your firewall: it has no authentication)",
-    )
-    parser.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=30.0,
-        help="seconds to finish in-flight requests on SIGTERM/SIGINT (default %(default)s)",
-    )
-    journal = parser.add_mutually_exclusive_group()
-    journal.add_argument(
-        "--journal",
-        default="actorsched-journal.sqlite",
-        metavar="PATH|URL",
-        help="where acknowledged claims survive restarts: the path of an SQLite file (one "
-        "serve per file), or a postgresql:// URL shared by an active/standby pair "
-        "(default %(default)s in the current directory)",
-    )
-    journal.add_argument(
-        "--no-journal",
-        action="store_true",
-        help="keep state in memory only: a restart forgets every claim, and a standby "
-        "would take over with nothing (no fail-over)",
-    )
-    parser.add_argument(
-        "--shard",
-        default=DEFAULT_SHARD,
-        help="the name of this scheduler's state and epoch in a postgresql:// journal; "
-        "independent schedulers share one database under different shards (default "
-        "%(default)s)",
-    )
-    parser.add_argument(
-        "--follow-interval",
-        type=float,
-        default=DEFAULT_FOLLOW_INTERVAL,
-        help="seconds between a standby's reads of the journal (default %(default)s)",
-    )
-    parser.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        type=str.upper,
-        help="(default %(default)s)",
-    )
+    """Flags of ``actorsched serve``: ``--config`` and the common settings."""
+    settings.add_arguments(parser)
 
 
-def _build_scheduler(args: argparse.Namespace) -> Scheduler:
+def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Scheduler:
     # acks follow answers, and with a journal the owner answers only once a batch is durable
-    journal = None if args.no_journal else open_journal(args.journal, shard=args.shard)
-    return Scheduler(
-        SchedulerConfig(mailbox_size=args.mailbox_size, max_waiting=args.max_waiting),
-        journal=journal,
-        follow_interval=args.follow_interval,
-    )
+    journal = None
+    if not service.no_journal:
+        path = service.journal
+        if "://" not in path:  # a missing directory is made private to this user
+            Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        journal = open_journal(path, shard=service.shard)
+    return Scheduler(config, journal=journal, follow_interval=service.follow_interval)
 
 
-async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+async def _start(service: SchedulerService, within: float) -> None:
+    """``service.start()``, tried again while the broker is unreachable, for ``within``
+    seconds at most (1 s, then doubling to 5 s between attempts), a line per attempt."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    pause = 1.0
+    attempt = 1
+    while True:
+        try:
+            await service.start()
+            return
+        except (aiormq.exceptions.AMQPConnectionError, OSError) as exc:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise ConnectionError(
+                    f"broker {redact(service.url)} unreachable after {attempt} attempt(s) "
+                    f"in {within:g} s (--connect-timeout): {exc}"
+                ) from exc
+            wait = min(pause, left)
+            log.warning(
+                "broker %s unreachable (attempt %d: %s); trying again in %.1f s, for %.0f s more",
+                redact(service.url),
+                attempt,
+                exc,
+                wait,
+                left,
+            )
+            await asyncio.sleep(wait)
+            pause = min(pause * 2, 5.0)
+            attempt += 1
+
+
+async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
     """Run the service until SIGTERM or SIGINT (or until ``stop`` is set).
 
     It starts as a standby (following the journal) and becomes the owner on
     its first delivery. Returns 0 after a clean stop, 1 after a fail-stop
     (a journal error, or another owner took the shard over).
     """
+    options = settings.service
     stop = stop if stop is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    scheduler = _build_scheduler(args)
+    scheduler = _build_scheduler(settings.scheduler, options)
     code = 0
     try:
         await scheduler.follow()
@@ -172,20 +101,22 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         endpoint: MetricsServer | None = None
         service = SchedulerService(
             scheduler,
-            args.amqp_url,
-            queue=args.queue,
-            prefetch=args.prefetch,
-            max_body_bytes=args.max_body_bytes,
-            max_reply_bytes=args.max_reply_bytes,
-            delivery_limit=args.delivery_limit,
+            options.amqp_url,
+            queue=options.queue,
+            prefetch=options.prefetch,
+            max_body_bytes=options.max_body_bytes,
+            max_reply_bytes=options.max_reply_bytes,
+            delivery_limit=options.delivery_limit,
             metrics=metrics,
-            drain_timeout=args.drain_timeout,
+            drain_timeout=options.drain_timeout,
         )
         try:
-            if args.metrics_port is not None:
-                endpoint = MetricsServer(metrics, host=args.metrics_host, port=args.metrics_port)
+            if options.metrics_port is not None:
+                endpoint = MetricsServer(
+                    metrics, host=options.metrics_host, port=options.metrics_port
+                )
                 await endpoint.start()
-            await service.start()
+            await _start(service, options.connect_timeout)
             journal = scheduler.journal
             log.info(
                 "actorsched serve ready as standby: consuming %r on %s (single active "
@@ -228,13 +159,12 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point of ``actorsched serve``."""
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """Entry point of ``actorsched serve``: 0 after a clean stop, 1 after a fail-stop or
+    a failure to start, 2 for bad settings (before anything starts)."""
+    chosen = settings.load(args)  # SettingsError: the CLI prints its line and exits 2
+    configure_logging(chosen.service.log_level, chosen.service.log_format)
     try:
-        return asyncio.run(serve(args))
-    except (ValueError, SchedulerError, aiormq.exceptions.AMQPConnectionError, OSError) as exc:
+        return asyncio.run(serve(chosen))
+    except (ValueError, SchedulerError, ConnectionError, OSError) as exc:
         log.error("actorsched serve failed to start: %s", exc)
         return 1

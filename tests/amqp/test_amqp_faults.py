@@ -218,6 +218,8 @@ async def test_sigterm_during_load_answers_every_accepted_request(
         queue,
         "--prefetch",
         "32",
+        "--journal",
+        str(tmp_path / "journal.sqlite"),
         cwd=tmp_path,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

@@ -1,0 +1,475 @@
+"""Settings of ``serve`` (and of ``config``, which shows them), in layers.
+
+Every :class:`~actorsched.models.SchedulerConfig` field and every
+:class:`ServiceSettings` field is taken from, the later winning:
+
+1. its default;
+2. the TOML file given by ``--config FILE`` (or ``$ACTORSCHED_CONFIG``): a
+   ``[scheduler]`` table with SchedulerConfig's field names, a ``[service]``
+   table with ServiceSettings' field names;
+3. the environment: ``ACTORSCHED_<FIELD>``, for example
+   ``ACTORSCHED_CPU_ALLOCATION_RATIO=1.0`` (lists and tables as JSON,
+   ``ACTORSCHED_ENABLED_FILTERS='["RamFilter"]'``);
+4. a flag of ``serve``, for the common ones (:data:`FLAGS`).
+
+Each value is checked by the model that owns it; a bad one is
+:class:`SettingsError`, one line naming the setting, the value, where it came
+from and the rule (the command exits 2). :func:`load` also returns where
+each value came from, for ``actorsched config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as _SourceError
+
+from .amqp.protocol import (
+    DEFAULT_DELIVERY_LIMIT,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_QUEUE,
+    DEFAULT_URL,
+)
+from .journal import DEFAULT_SHARD
+from .models import Name, SchedulerConfig
+from .scheduler import DEFAULT_FOLLOW_INTERVAL
+
+__all__ = [
+    "ENV_PREFIX",
+    "FLAGS",
+    "ServiceSettings",
+    "Settings",
+    "SettingsError",
+    "add_arguments",
+    "default_journal_path",
+    "load",
+    "main",
+]
+
+ENV_PREFIX = "ACTORSCHED_"
+CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
+
+
+class SettingsError(ValueError):
+    """A bad settings file or value: one line naming the setting, the value and the rule."""
+
+
+def default_journal_path() -> Path:
+    """Where ``serve`` keeps its SQLite journal unless told: an absolute state directory.
+
+    ``$STATE_DIRECTORY`` (systemd's ``StateDirectory=``), else
+    ``/var/lib/actorsched`` for root, else ``$XDG_STATE_HOME/actorsched``
+    (``~/.local/state/actorsched``).
+    """
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:
+        base = Path(state.split(":")[0])
+    elif os.geteuid() == 0:
+        base = Path("/var/lib/actorsched")
+    else:
+        xdg = os.environ.get("XDG_STATE_HOME")
+        base = (Path(xdg) if xdg else Path.home() / ".local" / "state") / "actorsched"
+    return base / "journal.sqlite"
+
+
+class ServiceSettings(BaseModel):
+    """How ``serve`` runs: the broker, the journal, the endpoints, the logs."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    amqp_url: str = Field(DEFAULT_URL, min_length=1)
+    queue: Name = DEFAULT_QUEUE
+    # deliveries in flight at most (None: the smaller of 64 and mailbox_size)
+    prefetch: int | None = Field(None, ge=1, le=65_535)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
+    max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1)
+    delivery_limit: int = Field(DEFAULT_DELIVERY_LIMIT, ge=1)
+    metrics_port: int | None = Field(None, ge=0, le=65_535)  # None: no endpoint
+    metrics_host: str = Field("127.0.0.1", min_length=1)
+    drain_timeout: float = Field(30.0, ge=0)
+    # a path (SQLite: one serve per file) or a postgresql:// URL
+    journal: str = Field(default_factory=lambda: str(default_journal_path()), min_length=1)
+    no_journal: bool = False
+    shard: Name = DEFAULT_SHARD
+    follow_interval: float = Field(DEFAULT_FOLLOW_INTERVAL, gt=0)
+    # seconds to keep trying the broker at start, a line per attempt (0: try once)
+    connect_timeout: float = Field(30.0, ge=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any, info: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "log_level" else value.lower()
+
+
+_MODELS: dict[str, type[BaseModel]] = {"scheduler": SchedulerConfig, "service": ServiceSettings}
+assert not set(SchedulerConfig.model_fields) & set(ServiceSettings.model_fields)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A ``serve`` flag for one setting."""
+
+    option: str
+    section: str
+    field: str
+    help: str
+    kind: Literal["value", "switch", "list"] = "value"
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("--amqp-url", "service", "amqp_url", "broker URL"),
+    Flag("--queue", "service", "queue", "request queue to consume"),
+    Flag("--prefetch", "service", "prefetch", "deliveries in flight at most (<= mailbox size)"),
+    Flag(
+        "--max-body-bytes",
+        "service",
+        "max_body_bytes",
+        "larger messages are cut and dead-lettered as they arrive",
+    ),
+    Flag(
+        "--max-reply-bytes",
+        "service",
+        "max_reply_bytes",
+        "larger replies are refused with InvalidRequest",
+    ),
+    Flag("--delivery-limit", "service", "delivery_limit", "x-delivery-limit of the quorum queue"),
+    Flag(
+        "--metrics-port",
+        "service",
+        "metrics_port",
+        "serve /metrics, /healthz and /readyz on this port (default: off)",
+    ),
+    Flag(
+        "--metrics-host",
+        "service",
+        "metrics_host",
+        "address the metrics endpoint binds (no authentication: keep it behind your firewall)",
+    ),
+    Flag(
+        "--drain-timeout",
+        "service",
+        "drain_timeout",
+        "seconds to finish in-flight requests on SIGTERM/SIGINT",
+    ),
+    Flag(
+        "--journal",
+        "service",
+        "journal",
+        "SQLite file path, or a postgresql:// URL shared "
+        "by an active/standby pair (default: a file in the state directory)",
+    ),
+    Flag(
+        "--no-journal",
+        "service",
+        "no_journal",
+        "keep state in memory only: a restart forgets every claim",
+        kind="switch",
+    ),
+    Flag(
+        "--shard", "service", "shard", "name of this scheduler's state in a postgresql:// journal"
+    ),
+    Flag(
+        "--follow-interval",
+        "service",
+        "follow_interval",
+        "seconds between a standby's reads of the journal",
+    ),
+    Flag(
+        "--connect-timeout",
+        "service",
+        "connect_timeout",
+        "seconds to keep trying the broker at start",
+    ),
+    Flag("--log-level", "service", "log_level", "DEBUG, INFO, WARNING or ERROR"),
+    Flag("--log-format", "service", "log_format", "text, or json for log pipelines"),
+    Flag("--mailbox-size", "scheduler", "mailbox_size", "the owner's bounded mailbox"),
+    Flag(
+        "--max-waiting",
+        "scheduler",
+        "max_waiting",
+        "messages that may wait for room while the mailbox is full",
+    ),
+    Flag("--ram-allocation-ratio", "scheduler", "ram_allocation_ratio", "RAM overcommit"),
+    Flag("--cpu-allocation-ratio", "scheduler", "cpu_allocation_ratio", "vCPU overcommit"),
+    Flag("--disk-allocation-ratio", "scheduler", "disk_allocation_ratio", "disk overcommit"),
+    Flag(
+        "--enabled-filters",
+        "scheduler",
+        "enabled_filters",
+        "comma-separated filter names",
+        kind="list",
+    ),
+    Flag(
+        "--host-subset-size",
+        "scheduler",
+        "host_subset_size",
+        "pick at random among this many best hosts",
+    ),
+    Flag("--max-attempts", "scheduler", "max_attempts", "the chosen host and its alternates"),
+    Flag(
+        "--service-down-time",
+        "scheduler",
+        "service_down_time",
+        "seconds of silence after which a host is down",
+    ),
+    Flag("--claim-timeout", "scheduler", "claim_timeout", "seconds an unreported claim is held"),
+)
+
+
+def _dest(flag: Flag) -> str:
+    return f"set_{flag.field}"
+
+
+def _metavar(field: str) -> str:
+    if field.endswith("ratio"):
+        return "RATIO"
+    if field.endswith(("timeout", "time", "interval")):
+        return "SECONDS"
+    if field.endswith(("size", "bytes", "limit", "port", "prefetch", "waiting", "attempts")):
+        return "N"
+    return {"amqp_url": "URL", "journal": "PATH|URL", "metrics_host": "ADDRESS"}.get(
+        field, field.split("_")[-1].upper()
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and the flags of :data:`FLAGS`, each defaulting to "not given"."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"a TOML file with [scheduler] and [service] tables (default: ${CONFIG_ENV})",
+    )
+    for flag in FLAGS:
+        if flag.kind == "switch":
+            parser.add_argument(
+                flag.option, dest=_dest(flag), action="store_const", const=True, help=flag.help
+            )
+        else:
+            metavar = "A,B,..." if flag.kind == "list" else _metavar(flag.field)
+            parser.add_argument(flag.option, dest=_dest(flag), metavar=metavar, help=flag.help)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective settings, and where each value came from."""
+
+    scheduler: SchedulerConfig
+    service: ServiceSettings
+    sources: Mapping[str, str]  # "section.field" -> "default", "file PATH", "$VAR" or "--flag"
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """(``section.field``, value, source) of every setting, in field order."""
+        rows: list[tuple[str, Any, str]] = []
+        for section, model in (("scheduler", self.scheduler), ("service", self.service)):
+            for name in type(model).model_fields:
+                key = f"{section}.{name}"
+                rows.append((key, getattr(model, name), self.sources.get(key, "default")))
+        return rows
+
+
+def _lax(section: str) -> type[BaseModel]:
+    """A twin of the section's model that converts text (from the environment or a
+    flag) to the field's type: each field optional, the same annotation."""
+    model = _MODELS[section]
+    fields: dict[str, Any] = {
+        name: (info.annotation, info) for name, info in model.model_fields.items()
+    }
+    return create_model(
+        f"_Lax{model.__name__}",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )
+
+
+_LAX = {section: _lax(section) for section in _MODELS}
+
+
+class _EnvReader(BaseSettings):
+    # pydantic-settings reads ACTORSCHED_<FIELD> (JSON for lists and tables) and
+    # converts it to the field's type; the section's model checks its rules after
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False, validate_default=False
+    )
+
+
+def _env_reader(section: str) -> type[BaseSettings]:
+    fields: dict[str, Any] = {
+        name: (info.annotation, None) for name, info in _MODELS[section].model_fields.items()
+    }
+    reader: type[BaseSettings] = create_model(
+        f"_Env{section.title()}", __base__=_EnvReader, **fields
+    )
+    return reader
+
+
+_ENV = {section: _env_reader(section) for section in _MODELS}
+
+
+def _one_line(errors: ValidationError, origin: Mapping[str, str], raw: Mapping[str, Any]) -> str:
+    lines = []
+    for error in errors.errors():
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        where = origin.get(field, "default")
+        value = raw.get(field, error.get("input"))
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        lines.append(f"setting {field}={text} (from {where}): {error['msg']}")
+    return "; ".join(lines)
+
+
+def _check(section: str, values: dict[str, Any], origin: Mapping[str, str]) -> dict[str, Any]:
+    """``values`` converted by the section's lax twin; SettingsError naming a bad one."""
+    if not values:
+        return {}
+    try:
+        checked = _LAX[section].model_validate(values)
+    except ValidationError as exc:
+        raise SettingsError(_one_line(exc, origin, values)) from None
+    return {name: getattr(checked, name) for name in values}
+
+
+def _from_file(path: str) -> dict[str, dict[str, Any]]:
+    try:
+        with open(path, "rb") as file:
+            data = tomllib.load(file)
+    except OSError as exc:
+        raise SettingsError(f"config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(_MODELS))
+    if unknown:
+        raise SettingsError(
+            f"config file {path}: unknown table(s) {unknown}; the tables are {sorted(_MODELS)}"
+        )
+    tables: dict[str, dict[str, Any]] = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise SettingsError(f"config file {path}: {section} must be a table")
+        names = _MODELS[section].model_fields
+        bad = sorted(set(table) - set(names))
+        if bad:
+            raise SettingsError(
+                f"config file {path}: unknown setting(s) {bad} in [{section}]; its settings "
+                f"are {sorted(names)}"
+            )
+        tables[section] = table
+    return tables
+
+
+def _env_name(field: str) -> str:
+    return f"${ENV_PREFIX}{field.upper()}"
+
+
+def _from_env(section: str) -> dict[str, Any]:
+    """The section's fields set in the environment, converted to their types."""
+    names = _MODELS[section].model_fields
+    given = {
+        key[len(ENV_PREFIX) :].lower(): value
+        for key, value in os.environ.items()
+        if key.upper().startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :].lower() in names
+    }
+    if not given:
+        return {}
+    origin = {name: _env_name(name) for name in given}
+    try:
+        read = _ENV[section]()
+    except _SourceError as exc:  # a list or table that is not JSON
+        found = re.search(r'field "(\w+)"', str(exc))
+        field = found.group(1) if found else "?"
+        raise SettingsError(
+            f"setting {field}={given.get(field, '?')} (from {_env_name(field)}): not valid "
+            "JSON (lists and tables are given as JSON, for example '[\"RamFilter\"]')"
+        ) from None
+    except ValidationError as exc:
+        raise SettingsError(_one_line(exc, origin, given)) from None
+    return {name: getattr(read, name) for name in given}
+
+
+def _from_flags(args: argparse.Namespace | None) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {section: {} for section in _MODELS}
+    if args is None:
+        return found
+    for flag in FLAGS:
+        value = getattr(args, _dest(flag), None)
+        if value is None:
+            continue
+        if flag.kind == "list":
+            value = [part.strip() for part in str(value).split(",") if part.strip()]
+        found[flag.section][flag.field] = value
+    return found
+
+
+def load(args: argparse.Namespace | None = None) -> Settings:
+    """The effective settings from defaults, file, environment and flags (in that order).
+
+    Raises :class:`SettingsError` (one line) for a bad file or value.
+    """
+    path = getattr(args, "config", None) or os.environ.get(CONFIG_ENV)
+    file = _from_file(path) if path else {}
+    flags = _from_flags(args)
+    option_of = {(flag.section, flag.field): flag.option for flag in FLAGS}
+    merged: dict[str, dict[str, Any]] = {}
+    sources: dict[str, str] = {}
+    for section in _MODELS:
+        layers: list[tuple[dict[str, Any], dict[str, str]]] = []
+        raw = file.get(section, {})
+        layers.append((raw, dict.fromkeys(raw, f"file {path} [{section}]")))
+        raw = _from_env(section)
+        layers.append((raw, {name: _env_name(name) for name in raw}))
+        raw = flags[section]
+        layers.append((raw, {name: option_of[(section, name)] for name in raw}))
+        values: dict[str, Any] = {}
+        for raw, origin in layers:
+            values.update(_check(section, dict(raw), origin))
+            sources.update({f"{section}.{name}": where for name, where in origin.items()})
+        merged[section] = values
+    origin = {key.split(".", 1)[1]: where for key, where in sources.items()}
+    try:
+        scheduler = SchedulerConfig(**merged["scheduler"])
+        service = ServiceSettings(**merged["service"])
+    except ValidationError as exc:
+        raise SettingsError(_one_line(exc, origin, {})) from None
+    return Settings(scheduler, service, sources)
+
+
+def _shown(key: str, value: Any) -> Any:
+    if key in ("service.amqp_url", "service.journal") and isinstance(value, str):
+        from .amqp.service import redact  # the log lines' redaction
+
+        return redact(value) if "://" in value else value
+    return value
+
+
+def config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``actorsched config``: the same as ``serve``'s, and ``--json``."""
+    add_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``actorsched config``: print the effective settings and where each came from."""
+    settings = load(args)
+    rows = [(key, _shown(key, value), where) for key, value, where in settings.rows()]
+    if args.json:
+        print(json.dumps({key: {"value": v, "source": w} for key, v, w in rows}, indent=2))
+        return 0
+    width = max(len(key) for key, _, _ in rows)
+    for key, value, where in rows:
+        text = json.dumps(value) if not isinstance(value, str) else value
+        print(f"{key:<{width}}  {text}  ({where})")
+    return 0
