@@ -35,6 +35,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "the 2015 host-state race, side by side on three schedulers",
     ),
     "serve": ("actorsched.amqp.serve", "add_arguments", "run the scheduler as an AMQP service"),
+    "report": (
+        "actorsched.agent",
+        "add_arguments",
+        "the host agent: publish this machine's host reports on an interval",
+    ),
     "config": (
         "actorsched.settings",
         "config_arguments",

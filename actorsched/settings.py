@@ -24,8 +24,9 @@ import argparse
 import json
 import os
 import re
+import socket
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -46,8 +47,11 @@ from .models import Name, SchedulerConfig
 from .scheduler import DEFAULT_FOLLOW_INTERVAL
 
 __all__ = [
+    "AGENT_FLAGS",
     "ENV_PREFIX",
     "FLAGS",
+    "SERVE_FLAGS",
+    "AgentSettings",
     "ServiceSettings",
     "Settings",
     "SettingsError",
@@ -116,8 +120,36 @@ class ServiceSettings(BaseModel):
         return value.upper() if info.field_name == "log_level" else value.lower()
 
 
-_MODELS: dict[str, type[BaseModel]] = {"scheduler": SchedulerConfig, "service": ServiceSettings}
-assert not set(SchedulerConfig.model_fields) & set(ServiceSettings.model_fields)
+class AgentSettings(BaseModel):
+    """What ``actorsched report`` (the host agent) says of the machine it runs on.
+
+    It reads memory, vCPUs and disk from the machine; the rest is set here.
+    The broker and queue are the ``[service]`` table's ``amqp_url`` and ``queue``.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    host: Name = Field(default_factory=socket.gethostname)
+    availability_zone: Name | None = None
+    traits: list[Name] = Field(default_factory=list, max_length=1_000)
+    enabled: bool = True
+    interval: float = Field(10.0, gt=0)  # seconds between reports
+    rounds: int | None = Field(None, ge=1)  # reports to send, then stop (None: until stopped)
+    disk_path: str = Field("/", min_length=1)  # the file system instances live on
+    memory_mb_reserved: int = Field(0, ge=0)  # kept back for the host itself
+    # the instances running here: a JSON list of uuids, or of objects with "uuid"
+    # and optionally "vcpus", read from this file or printed by this command
+    instances_file: str | None = None
+    instances_command: str | None = None
+
+
+_MODELS: dict[str, type[BaseModel]] = {
+    "scheduler": SchedulerConfig,
+    "service": ServiceSettings,
+    "agent": AgentSettings,
+}
+_ALL_NAMES = [name for model in _MODELS.values() for name in model.model_fields]
+assert len(_ALL_NAMES) == len(set(_ALL_NAMES)), "one environment variable per setting"
 
 
 @dataclass(frozen=True)
@@ -228,6 +260,26 @@ FLAGS: tuple[Flag, ...] = (
         "seconds of silence after which a host is down",
     ),
     Flag("--claim-timeout", "scheduler", "claim_timeout", "seconds an unreported claim is held"),
+    Flag("--host", "agent", "host", "the name to report (default: this machine's)"),
+    Flag("--availability-zone", "agent", "availability_zone", "the zone to report"),
+    Flag("--traits", "agent", "traits", "comma-separated traits to report", kind="list"),
+    Flag("--disabled", "agent", "enabled", "report the host disabled", kind="switch"),
+    Flag("--interval", "agent", "interval", "seconds between reports"),
+    Flag("--rounds", "agent", "rounds", "reports to send, then stop (default: until stopped)"),
+    Flag("--disk-path", "agent", "disk_path", "the file system whose size to report"),
+    Flag("--memory-mb-reserved", "agent", "memory_mb_reserved", "memory kept for the host"),
+    Flag("--instances-file", "agent", "instances_file", "a JSON list of the instances here"),
+    Flag("--instances-command", "agent", "instances_command", "a command printing that list"),
+)
+# the flags of each command
+SERVE_FLAGS = tuple(f.option for f in FLAGS if f.section != "agent")
+AGENT_FLAGS = (
+    "--amqp-url",
+    "--queue",
+    "--connect-timeout",
+    "--log-level",
+    "--log-format",
+    *(f.option for f in FLAGS if f.section == "agent"),
 )
 
 
@@ -247,8 +299,8 @@ def _metavar(field: str) -> str:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and the flags of :data:`FLAGS`, each defaulting to "not given"."""
+def add_arguments(parser: argparse.ArgumentParser, options: Sequence[str] = SERVE_FLAGS) -> None:
+    """``--config`` and the ``options`` of :data:`FLAGS`, each defaulting to "not given"."""
     parser.add_argument(
         "--config",
         metavar="FILE",
@@ -256,9 +308,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a TOML file with [scheduler] and [service] tables (default: ${CONFIG_ENV})",
     )
     for flag in FLAGS:
+        if flag.option not in options:
+            continue
         if flag.kind == "switch":
+            # a switch sets the opposite of its field's default (--no-journal, --disabled)
+            const = not _MODELS[flag.section].model_fields[flag.field].default
             parser.add_argument(
-                flag.option, dest=_dest(flag), action="store_const", const=True, help=flag.help
+                flag.option, dest=_dest(flag), action="store_const", const=const, help=flag.help
             )
         else:
             metavar = "A,B,..." if flag.kind == "list" else _metavar(flag.field)
@@ -271,12 +327,14 @@ class Settings:
 
     scheduler: SchedulerConfig
     service: ServiceSettings
+    agent: AgentSettings
     sources: Mapping[str, str]  # "section.field" -> "default", "file PATH", "$VAR" or "--flag"
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """(``section.field``, value, source) of every setting, in field order."""
         rows: list[tuple[str, Any, str]] = []
-        for section, model in (("scheduler", self.scheduler), ("service", self.service)):
+        for section in _MODELS:
+            model = getattr(self, section)
             for name in type(model).model_fields:
                 key = f"{section}.{name}"
                 rows.append((key, getattr(model, name), self.sources.get(key, "default")))
@@ -440,11 +498,10 @@ def load(args: argparse.Namespace | None = None) -> Settings:
         merged[section] = values
     origin = {key.split(".", 1)[1]: where for key, where in sources.items()}
     try:
-        scheduler = SchedulerConfig(**merged["scheduler"])
-        service = ServiceSettings(**merged["service"])
+        models = {section: model(**merged[section]) for section, model in _MODELS.items()}
     except ValidationError as exc:
         raise SettingsError(_one_line(exc, origin, {})) from None
-    return Settings(scheduler, service, sources)
+    return Settings(sources=sources, **models)  # type: ignore[arg-type]
 
 
 def _shown(key: str, value: Any) -> Any:
@@ -456,8 +513,8 @@ def _shown(key: str, value: Any) -> Any:
 
 
 def config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``actorsched config``: the same as ``serve``'s, and ``--json``."""
-    add_arguments(parser)
+    """Flags of ``actorsched config``: those of ``serve`` and ``report``, and ``--json``."""
+    add_arguments(parser, tuple(flag.option for flag in FLAGS))
     parser.add_argument("--json", action="store_true", help="one JSON object, for scripts")
 
 

@@ -19,6 +19,7 @@ from actorsched import SchedulerConfig, cli
 from actorsched.amqp import serve as serve_command
 from actorsched.settings import (
     FLAGS,
+    AgentSettings,
     ServiceSettings,
     SettingsError,
     add_arguments,
@@ -29,7 +30,7 @@ from actorsched.settings import (
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_arguments(parser, [flag.option for flag in FLAGS])
     return parser.parse_args(list(argv))
 
 
@@ -46,6 +47,8 @@ def _other_value(model: type[BaseModel], name: str) -> Any:
     default = info.get_default(call_default_factory=True)
     if name == "enabled_filters":
         return ["RamFilter", "ComputeFilter"]
+    if name == "traits":
+        return ["CUSTOM_A", "CUSTOM_B"]
     if typing.get_origin(info.annotation) is typing.Literal:
         return next(v for v in typing.get_args(info.annotation) if v != default)
     if isinstance(default, bool):
@@ -57,7 +60,8 @@ def _other_value(model: type[BaseModel], name: str) -> Any:
     if isinstance(default, str):
         return "/tmp/elsewhere.sqlite" if name == "journal" else f"other-{default}"[:255]
     assert default is None, (name, default)
-    return {"metrics_port": 9109}.get(name, 7)
+    numbers = {"metrics_port": 9109, "prefetch": 7, "rounds": 7, "seed": 7}
+    return numbers.get(name, f"other-{name}")
 
 
 def _every_field() -> list[tuple[str, str]]:
@@ -68,8 +72,15 @@ def _every_field() -> list[tuple[str, str]]:
     return [(section, name) for section, model in sections.items() for name in model.model_fields]
 
 
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "scheduler": SchedulerConfig,
+    "service": ServiceSettings,
+    "agent": AgentSettings,
+}
+
+
 def _model(section: str) -> type[BaseModel]:
-    return SchedulerConfig if section == "scheduler" else ServiceSettings
+    return _SECTIONS[section]
 
 
 def _toml(value: Any) -> str:
@@ -229,7 +240,7 @@ def test_config_prints_each_value_and_where_it_came_from_with_secrets_hidden(
         "source": "--amqp-url",
     }
     assert shown["scheduler.cpu_allocation_ratio"] == {"value": 4.0, "source": "default"}
-    assert len(shown) == len(SchedulerConfig.model_fields) + len(ServiceSettings.model_fields)
+    assert len(shown) == sum(len(model.model_fields) for model in _SECTIONS.values())
     assert cli.main(["config"]) == 0
     text = capsys.readouterr().out
     assert "scheduler.max_attempts" in text

@@ -1,0 +1,111 @@
+"""``actorsched report``, the host agent, against a real service on the real broker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from amqp_support import AMQP_URL, running_stack
+
+from actorsched import agent
+from actorsched.settings import AGENT_FLAGS, AgentSettings, Settings, add_arguments, load
+
+pytestmark = pytest.mark.amqp
+
+
+def _settings(queue: str, *argv: str) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, AGENT_FLAGS)
+    args = parser.parse_args(
+        ["--amqp-url", AMQP_URL, "--queue", queue, "--interval", "0.05", *argv]
+    )
+    return load(args)
+
+
+async def test_the_agent_reports_this_machine_with_its_zone_traits_and_instances(
+    tmp_path: Path,
+) -> None:
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps(["vm-a", {"uuid": "vm-b", "vcpus": 3}]))
+    async with running_stack() as stack:
+        chosen = _settings(
+            stack.queue,
+            "--host",
+            "agent-host",
+            "--availability-zone",
+            "az7",
+            "--traits",
+            "CUSTOM_SSD,CUSTOM_GPU",
+            "--rounds",
+            "3",
+            "--disk-path",
+            str(tmp_path),
+            "--instances-file",
+            str(instances),
+        )
+        assert await agent.run(chosen) == 0
+        (state,) = (await stack.scheduler.host_states()).values()
+    memory = psutil.virtual_memory()
+    disk = psutil.disk_usage(str(tmp_path))
+    assert state.host == "agent-host"
+    assert state.availability_zone == "az7"
+    assert sorted(state.traits) == ["CUSTOM_GPU", "CUSTOM_SSD"]
+    assert state.memory_mb == memory.total // 2**20
+    assert state.vcpus_total == psutil.cpu_count(logical=True)
+    assert state.vcpus_used == 3  # the listed instances' vCPUs
+    assert state.local_gb == disk.total // 2**30
+    assert state.num_instances == 2
+    assert state.generation > 1_600_000_000_000  # milliseconds: rising across restarts too
+
+
+async def test_an_unreadable_instance_list_sends_no_report_and_the_agent_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps(["vm-a"]))
+    async with running_stack() as stack:
+        common = ["--host", "h", "--disk-path", str(tmp_path), "--instances-file", str(instances)]
+        assert await agent.run(_settings(stack.queue, *common, "--rounds", "1")) == 0
+        (first,) = (await stack.scheduler.host_states()).values()
+        instances.write_text("[vm-a")  # damaged: not JSON
+        with caplog.at_level(logging.ERROR, logger="actorsched.agent"):
+            assert await agent.run(_settings(stack.queue, *common, "--rounds", "2")) == 0
+        (after,) = (await stack.scheduler.host_states()).values()
+    # no report replaced the one listing vm-a: an empty list would have dropped it
+    assert after.generation == first.generation
+    assert after.num_instances == 1
+    lines = [r.getMessage() for r in caplog.records if "no report this round" in r.getMessage()]
+    assert len(lines) == 2
+    assert f"instances file {instances} is not JSON" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"uuid": "x"}', "must be a JSON list, got dict"),
+        ("[1]", 'item 0 must be a uuid or an object with "uuid", got 1'),
+        ('[{"uuid": "x", "vcpus": -1}]', "item 0: vcpus must be a whole number >= 0, got -1"),
+    ],
+)
+def test_a_bad_instance_list_is_refused_naming_the_item(
+    content: str, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "i.json"
+    path.write_text(content)
+    settings = AgentSettings(instances_file=str(path))
+    with pytest.raises(agent.InstancesUnreadable, match=message):
+        agent.read_instances(settings)
+
+
+def test_the_instance_list_may_come_from_a_command(tmp_path: Path) -> None:
+    command = f'{sys.executable} -c \'print("[\\"vm-1\\", \\"vm-2\\"]")\''
+    settings = AgentSettings(instances_command=command)
+    assert agent.read_instances(settings) == (["vm-1", "vm-2"], 0)
+    failing = AgentSettings(instances_command=f"{sys.executable} -c 'raise SystemExit(3)'")
+    with pytest.raises(agent.InstancesUnreadable, match="exited 3"):
+        agent.read_instances(failing)
