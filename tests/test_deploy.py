@@ -1,0 +1,169 @@
+"""The deployment files: the systemd units, the compose file, the image, the wheel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from actorsched import cli
+from actorsched.settings import load
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+
+
+@pytest.mark.parametrize("unit", ["actorsched.service", "actorsched-report.service"])
+def test_the_systemd_unit_verifies_and_restarts_on_failure(unit: str, tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not on this machine")
+    text = (DEPLOY / unit).read_text()
+    assert "\nRestart=" in text
+    assert "\nRestartPreventExitStatus=2\n" in text  # bad settings: a restart would not help
+    program = shutil.which("actorsched") or str(Path(sys.executable).parent / "actorsched")
+    local = tmp_path / unit
+    local.write_text(text.replace("/opt/actorsched/bin/actorsched", program))
+    done = subprocess.run(
+        [analyze, "verify", str(local)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert unit not in done.stderr, done.stderr  # no warning about the unit itself
+
+
+def test_the_compose_file_runs_a_pair_on_one_journal_and_an_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compose: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    assert {"rabbitmq", "postgres", "scheduler-a", "scheduler-b", "agent"} <= set(services)
+    pair = [services["scheduler-a"], services["scheduler-b"]]
+    assert [s["command"] for s in pair] == [["serve"], ["serve"]]
+    journals = {s["environment"]["ACTORSCHED_JOURNAL"] for s in pair}
+    assert len(journals) == 1
+    assert next(iter(journals)).startswith("postgresql://")  # fail-over needs a shared journal
+    assert services["agent"]["command"][0] == "report"
+    for service in (*pair, services["agent"]):
+        for key in list(os.environ):
+            if key.startswith("ACTORSCHED_"):
+                monkeypatch.delenv(key)
+        for key, value in service["environment"].items():
+            monkeypatch.setenv(key, str(value))
+        settings = load()  # every value is valid for its setting ...
+        known = {key.split(".", 1)[1] for key in settings.sources}
+        given = {key.removeprefix("ACTORSCHED_").lower() for key in service["environment"]}
+        assert given <= known, given - known  # ... and every variable names one
+
+
+def test_the_example_settings_file_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("ACTORSCHED_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("ACTORSCHED_CONFIG", str(DEPLOY / "actorsched.toml"))
+    settings = load()
+    assert settings.service.metrics_port == 9100
+    assert settings.agent.traits == ["CUSTOM_SSD"]
+    assert settings.sources["scheduler.cpu_allocation_ratio"].startswith("file ")
+
+
+def test_the_image_is_small_and_not_root() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in text
+    users = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
+    assert users == ["actorsched"]
+    assert 'ENTRYPOINT ["actorsched"]' in text
+    assert "/healthz" in text
+    docker = shutil.which("docker")
+    running = docker is not None and (
+        subprocess.run([docker, "info"], capture_output=True, check=False).returncode == 0
+    )
+    if not running:
+        pytest.skip("no Docker daemon runs on this machine: the image is not built here")
+    assert docker is not None
+    tag = "actorsched-test:latest"
+    subprocess.run([docker, "build", "-t", tag, str(ROOT)], check=True, timeout=900)
+    out = subprocess.run(
+        [docker, "run", "--rm", tag, "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("actorsched ")
+    who = subprocess.run(
+        [docker, "run", "--rm", "--entrypoint", "id", tag, "-u"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert who.stdout.strip() != "0"
+
+
+@pytest.mark.slow
+def test_the_built_wheel_offers_only_commands_that_work(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=600,
+    )
+    (wheel,) = wheels.glob("actorsched-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # the wheel unpacked into the fresh venv; its dependencies read from this one's
+    # site-packages (listed after the venv's own, and without this one's editable hook)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            purelib,
+            str(wheel),
+        ],
+        check=True,
+        timeout=600,
+    )
+    Path(purelib, "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    run = [str(python), "-c", "import sys; from actorsched.cli import main; sys.exit(main())"]
+    where = subprocess.run(
+        [str(python), "-c", "import actorsched; print(actorsched.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert where.stdout.startswith(purelib), where.stdout
+    top = subprocess.run([*run, "--help"], capture_output=True, text=True, check=True, cwd=tmp_path)
+    listed = [name for name in cli.commands() if f"    {name} " in top.stdout]
+    assert "bench" not in top.stdout  # benchmarks/ is not in the wheel
+    assert set(listed) == set(cli.commands()) - {"bench"}
+    for name in listed:
+        done = subprocess.run(
+            [*run, name, "--help"], capture_output=True, text=True, check=False, cwd=tmp_path
+        )
+        assert done.returncode == 0, (name, done.stderr)
+        assert done.stdout.startswith("usage: ")
