@@ -14,6 +14,7 @@ from .models import (
     ServerGroup,
 )
 from .scheduler import Scheduler
+from .version import __version__ as __version__
 
 __all__ = [
     "HostFilter",
@@ -33,4 +34,3 @@ __all__ = [
     "Selection",
     "ServerGroup",
 ]
-__version__ = "0.1.0"

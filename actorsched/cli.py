@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from . import __version__
 from .settings import SettingsError
+from .version import __version__
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "commands", "main"]
 

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+import numpy as np
+
 from .actor import BatchSink, Owner
 from .core import (
     Command,
@@ -26,6 +28,7 @@ from .core import (
 )
 from .core.views import ImageBuffers
 from .errors import InvalidRequest, NotActive, SchedulerError, SchedulerStopped
+from .metrics import SchedulerMetrics
 from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
 
 if TYPE_CHECKING:
@@ -110,6 +113,7 @@ class Scheduler:
         sink: BatchSink | None = None,
         journal: str | os.PathLike[str] | Journal | None = None,
         follow_interval: float = DEFAULT_FOLLOW_INTERVAL,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         if sink is not None and journal is not None:
             raise InvalidRequest("pass sink= or journal=, not both: the journal is the sink")
@@ -130,6 +134,10 @@ class Scheduler:
         self._starting = False
         self._stopped = False
         self._role: Role = "stopped"
+        # decision log lines and metrics (actorsched.metrics), when asked for
+        self.metrics: SchedulerMetrics | None = None
+        if metrics is not None:
+            self.attach_metrics(metrics)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -288,7 +296,7 @@ class Scheduler:
             max_waiting=self.config.max_waiting,
             max_batch=self.config.max_batch,
             clock=self._clock,
-            sink=journal if journal is not None else self._sink,
+            sink=self._timed(journal if journal is not None else self._sink),
         )
         self._owner.start()
         self._role = "active"
@@ -379,13 +387,45 @@ class Scheduler:
         and SchedulerStopped when the scheduler stops before it got a place.
         """
         _check_command(command)
-        return await self._running_owner().send(command)
+        future = await self._running_owner().send(command)
+        if self.metrics is not None and type(command) is SelectDestinations:
+            self._watch(command.spec, future, time.perf_counter())
+        return future
 
     def _ask(self, command: Command[R], wait: bool = True) -> asyncio.Future[R]:
         owner = self._owner
         if owner is None or self._stopped or self._role == "standby":
             owner = self._running_owner()  # raises the error that says which
-        return owner.ask(command, wait)
+        future = owner.ask(command, wait)
+        if self.metrics is not None and type(command) is SelectDestinations:
+            self._watch(command.spec, future, time.perf_counter())
+        return future
+
+    def attach_metrics(self, metrics: SchedulerMetrics) -> None:
+        """Observe decisions and journal commits into ``metrics`` from now on (before
+        :meth:`start` for the journal's figures); ``Scheduler(metrics=...)`` does this."""
+        if self.metrics is not None:
+            raise SchedulerError("this scheduler has its metrics already")
+        metrics.bind(self)
+        self.metrics = metrics
+
+    def _watch(self, spec: RequestSpec, future: asyncio.Future[R], started: float) -> None:
+        metrics = self.metrics
+        assert metrics is not None
+
+        def answered(done: asyncio.Future[R]) -> None:
+            if done.cancelled():
+                return
+            took = time.perf_counter() - started
+            error = done.exception()
+            metrics.placed(spec, None if error is not None else done.result(), error, took)
+
+        future.add_done_callback(answered)
+
+    def _timed(self, sink: BatchSink | None) -> BatchSink | None:
+        if sink is None or self.metrics is None:
+            return sink
+        return self.metrics.timed_sink(sink)
 
     def _running_owner(self) -> Owner:
         if self._role == "standby":
@@ -474,6 +514,19 @@ class Scheduler:
     @property
     def claim_count(self) -> int:
         return len(self._core.ledger)
+
+    @property
+    def owner_alive(self) -> bool:
+        """False only on an active scheduler whose owner task has ended."""
+        return self._role != "active" or (self._owner is not None and self._owner.running)
+
+    @property
+    def silent_host_count(self) -> int:
+        """Hosts whose last report is older than ``service_down_time`` now."""
+        table = self._core.table
+        n = table.n
+        silent = table.floats["reported_at"][:n] < self._clock() - self.config.service_down_time
+        return int(np.count_nonzero(silent & table.active[:n]))
 
     @property
     def role(self) -> Role:

@@ -111,6 +111,8 @@ class ServiceSettings(BaseModel):
     connect_timeout: float = Field(30.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
+    # a line per placement and per NoValidHost on the actorsched.decisions logger
+    log_decisions: bool = True
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
+from ..metrics import SchedulerMetrics
 from ..scheduler import Scheduler
 
 __all__ = ["MetricsServer", "ServiceMetrics"]
@@ -29,15 +31,23 @@ _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 class ServiceMetrics:
     """The service's counters and gauges, in a registry of their own.
 
-    Outcomes: ``ok``; the error class name of a call the scheduler refused
-    (``NoValidHost``, ``InvalidRequest``); ``bad_input`` (dead-lettered);
+    They share the registry of the scheduler's own
+    :class:`~actorsched.metrics.SchedulerMetrics` (made here when it has
+    none). Outcomes, in lower snake case: ``ok``; the error of a call the
+    scheduler refused (``no_valid_host``, ``invalid_request``, ``mailbox_full``
+    ...); ``bad_input`` (dead-lettered);
     ``requeued`` (handed back to the broker); ``unacked`` (the channel went
     away before the ack, so the broker will deliver it again). The items of
     a ``batch`` message are counted one by one under their own operation.
     """
 
     def __init__(self, scheduler: Scheduler, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
+        if scheduler.metrics is None:  # the scheduler's own metrics, in the same registry
+            scheduler.attach_metrics(SchedulerMetrics(registry))
+        assert scheduler.metrics is not None
+        if registry is not None and scheduler.metrics.registry is not registry:
+            raise ValueError("the scheduler's metrics are in another registry than the one given")
+        self.registry = scheduler.metrics.registry
         self.scheduler = scheduler
         self.requests = Counter(
             "actorsched_requests",
@@ -69,22 +79,6 @@ class ServiceMetrics:
             "Deliveries being handled now (at most the prefetch)",
             registry=self.registry,
         )
-        Gauge(
-            "actorsched_mailbox_depth",
-            "Messages waiting in the scheduler owner's mailbox",
-            registry=self.registry,
-        ).set_function(lambda: scheduler.mailbox_depth)
-        Gauge("actorsched_hosts", "Hosts the scheduler knows", registry=self.registry).set_function(
-            lambda: scheduler.host_count
-        )
-        Gauge(
-            "actorsched_claims", "Live claims (assumed or confirmed)", registry=self.registry
-        ).set_function(lambda: scheduler.claim_count)
-        Gauge(
-            "actorsched_active",
-            "1 while this process owns the state and answers, 0 as a standby",
-            registry=self.registry,
-        ).set_function(lambda: 1 if scheduler.role == "active" else 0)
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
@@ -101,19 +95,34 @@ class MetricsServer:
     ``port=0`` picks a free port; read it back from :attr:`port`.
     """
 
-    def __init__(self, metrics: ServiceMetrics, *, host: str = "0.0.0.0", port: int = 0) -> None:
+    def __init__(
+        self,
+        metrics: ServiceMetrics,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        connected: Callable[[], bool] | None = None,
+    ) -> None:
         self._metrics = metrics
+        self._connected = connected
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
 
     def _ready(self) -> str:
-        """``active``, ``standby``, ``stopped``, or ``failed`` once the journal failed."""
+        """``active`` when ready; else ``failed`` once the journal failed,
+        ``broker_disconnected``, ``standby`` or ``stopped``."""
         scheduler = self._metrics.scheduler
         journal = scheduler.journal
         if journal is not None and journal.failed is not None:
             return "failed"
+        if self._connected is not None and not self._connected():
+            return "broker_disconnected"
         return scheduler.role
+
+    def _health(self) -> str:
+        """``ok`` while the process serves and, on the active owner, its owner task runs."""
+        return "ok" if self._metrics.scheduler.owner_alive else "owner_stopped"
 
     @property
     def port(self) -> int:
@@ -145,7 +154,9 @@ class MetricsServer:
                 status = b"200 OK" if role == "active" else b"503 Service Unavailable"
                 body, ctype = f"{role}\n".encode(), b"text/plain"
             elif method_ok and path == b"/healthz":
-                body, status, ctype = b"ok\n", b"200 OK", b"text/plain"
+                health = self._health()
+                status = b"200 OK" if health == "ok" else b"503 Service Unavailable"
+                body, ctype = f"{health}\n".encode(), b"text/plain"
             else:
                 body, status, ctype = (
                     b"only GET /metrics, /readyz and /healthz are served\n",

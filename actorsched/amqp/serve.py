@@ -21,6 +21,7 @@ from .. import settings
 from ..errors import SchedulerError
 from ..journal import open_journal
 from ..logs import configure_logging
+from ..metrics import SchedulerMetrics
 from ..models import SchedulerConfig
 from ..scheduler import Scheduler
 from ..settings import ServiceSettings, Settings
@@ -46,7 +47,12 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
         if "://" not in path:  # a missing directory is made private to this user
             Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         journal = open_journal(path, shard=service.shard)
-    return Scheduler(config, journal=journal, follow_interval=service.follow_interval)
+    return Scheduler(
+        config,
+        journal=journal,
+        follow_interval=service.follow_interval,
+        metrics=SchedulerMetrics(),
+    )
 
 
 async def _start(service: SchedulerService, within: float) -> None:
@@ -113,7 +119,10 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
         try:
             if options.metrics_port is not None:
                 endpoint = MetricsServer(
-                    metrics, host=options.metrics_host, port=options.metrics_port
+                    metrics,
+                    host=options.metrics_host,
+                    port=options.metrics_port,
+                    connected=lambda: service.connected,
                 )
                 await endpoint.start()
             await _start(service, options.connect_timeout)
@@ -163,6 +172,8 @@ def main(args: argparse.Namespace) -> int:
     a failure to start, 2 for bad settings (before anything starts)."""
     chosen = settings.load(args)  # SettingsError: the CLI prints its line and exits 2
     configure_logging(chosen.service.log_level, chosen.service.log_format)
+    if not chosen.service.log_decisions:
+        logging.getLogger("actorsched.decisions").setLevel(logging.WARNING)
     try:
         return asyncio.run(serve(chosen))
     except (ValueError, SchedulerError, ConnectionError, OSError) as exc:

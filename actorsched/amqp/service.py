@@ -81,6 +81,7 @@ from ..core import (
 from ..core.views import HostStatesImage
 from ..errors import InvalidRequest, MailboxFull, SchedulerError, SchedulerStopped
 from ..journal import JournalError, JournalUnavailable
+from ..metrics import label as outcome_label
 from ..scheduler import Scheduler
 from .bodies import BodyCappedChannel, BodyCappedConnection
 from .metrics import ServiceMetrics
@@ -284,6 +285,17 @@ class SchedulerService:
     def in_flight(self) -> int:
         """Deliveries being handled now."""
         return len(self._tasks)
+
+    @property
+    def connected(self) -> bool:
+        """True while the connection and channel to the broker are open."""
+        connection, channel = self._connection, self._channel
+        return (
+            connection is not None
+            and not connection.is_closed
+            and channel is not None
+            and not channel.is_closed
+        )
 
     @property
     def active(self) -> bool:
@@ -560,7 +572,7 @@ class SchedulerService:
             self._fail_stop(exc)  # never answered: the change is not durable
             return await self._give_back(message)
         except SchedulerError as exc:
-            body, outcome = encode_error(exc), type(exc).__name__
+            body, outcome = encode_error(exc), outcome_label(type(exc).__name__)
         except Exception:
             self._log_unexpected(op.name)
             return await self._give_back(message)
@@ -591,7 +603,7 @@ class SchedulerService:
                 refused.append(f"item {index} ({item.type!r}): {bad}")
                 known = item.type in OPERATIONS and item.type != BATCH
                 labels.append(item.type if known else "unknown")
-                outcomes.append("InvalidRequest")
+                outcomes.append("invalid_request")
                 replies.append(encode_error(bad))
                 continue
             started.append((len(replies), op))
@@ -618,7 +630,10 @@ class SchedulerService:
             if isinstance(answer, SchedulerError) and not isinstance(
                 answer, SchedulerStopped | JournalError
             ):
-                replies[slot], outcomes[slot] = encode_error(answer), type(answer).__name__
+                replies[slot], outcomes[slot] = (
+                    encode_error(answer),
+                    outcome_label(type(answer).__name__),
+                )
                 continue
             if isinstance(answer, BaseException):
                 failed = failed or answer
@@ -632,7 +647,7 @@ class SchedulerService:
             total += len(reply)
             if total > self.max_reply_bytes:  # the estimate was short: still never over
                 error = self._too_large(label, total, "would be")
-                replies[slot], outcomes[slot] = encode_error(error), "InvalidRequest"
+                replies[slot], outcomes[slot] = encode_error(error), "invalid_request"
                 total += len(replies[slot]) - len(reply)
         if failed is not None:
             items.extend((label, "requeued") for label in labels)

@@ -159,8 +159,8 @@ async def test_mixed_operations_and_failures_in_one_batch_keep_their_own_results
     assert (released_none, released, removed) == (False, True, False)
     assert set(stack.scheduler.core.claims()) == {"vm-claimed", "vm-1"}
     await settled(stack)
-    assert requests_total(stack, "select_destinations", "NoValidHost") == 1
-    assert requests_total(stack, "select_destinations", "InvalidRequest") == 1
+    assert requests_total(stack, "select_destinations", "no_valid_host") == 1
+    assert requests_total(stack, "select_destinations", "invalid_request") == 1
     assert requests_total(stack, "release", "ok") == 2
 
 
@@ -220,8 +220,8 @@ async def test_a_bad_item_gets_its_own_error_and_the_others_run(
     # the message as a whole was fine: nothing is dead-lettered
     dead = await raw.channel.declare_queue(dead_letter_names(stack.queue)[1], passive=True)
     assert dead.declaration_result.message_count == 0
-    assert requests_total(stack, "unknown", "InvalidRequest") == 2
-    assert requests_total(stack, "select_destinations", "InvalidRequest") == 1
+    assert requests_total(stack, "unknown", "invalid_request") == 2
+    assert requests_total(stack, "select_destinations", "invalid_request") == 1
     assert requests_total(stack, "host_report", "ok") == 1
     assert requests_total(stack, "release", "ok") == 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,9 @@ async def test_metrics_count_requests_by_op_and_outcome_and_show_scheduler_gauge
     lines = set(text.splitlines())
     assert 'actorsched_requests_total{op="host_report",outcome="ok"} 1.0' in lines
     assert 'actorsched_requests_total{op="select_destinations",outcome="ok"} 1.0' in lines
-    assert 'actorsched_requests_total{op="select_destinations",outcome="NoValidHost"} 1.0' in lines
+    assert (
+        'actorsched_requests_total{op="select_destinations",outcome="no_valid_host"} 1.0' in lines
+    )
     assert 'actorsched_request_duration_seconds_count{op="select_destinations"} 2.0' in lines
     assert "actorsched_hosts 1.0" in lines
     assert "actorsched_claims 1.0" in lines
@@ -111,6 +114,50 @@ async def test_readyz_says_failed_once_the_journal_failed(tmp_path: Path) -> Non
         assert await _scrape(endpoint.port, "/readyz") == (
             "HTTP/1.1 503 Service Unavailable",
             "failed\n",
+        )
+    finally:
+        await endpoint.close()
+        await scheduler.stop()
+
+
+@pytest.mark.timeout(60)
+async def test_readyz_says_broker_disconnected_once_the_connection_is_gone() -> None:
+    async with running_stack() as stack:
+        service = stack.service
+        endpoint = MetricsServer(
+            service.metrics, host="127.0.0.1", port=0, connected=lambda: service.connected
+        )
+        await endpoint.start()
+        try:
+            await stack.client.update_host(host_report("h1"))  # the first delivery: active
+            assert await _scrape(endpoint.port, "/readyz") == ("HTTP/1.1 200 OK", "active\n")
+            await service.stop()  # the service's connection to the broker is closed
+            assert not service.connected
+            assert await _scrape(endpoint.port, "/readyz") == (
+                "HTTP/1.1 503 Service Unavailable",
+                "broker_disconnected\n",
+            )
+            assert await _scrape(endpoint.port, "/healthz") == ("HTTP/1.1 200 OK", "ok\n")
+        finally:
+            await endpoint.close()
+
+
+async def test_healthz_says_503_when_the_active_owner_task_has_ended() -> None:
+    scheduler = Scheduler()
+    await scheduler.start()
+    endpoint = MetricsServer(ServiceMetrics(scheduler), host="127.0.0.1", port=0)
+    await endpoint.start()
+    try:
+        assert await _scrape(endpoint.port, "/healthz") == ("HTTP/1.1 200 OK", "ok\n")
+        owner = scheduler._owner
+        assert owner is not None
+        assert owner._task is not None
+        owner._task.cancel()  # the owner dies under an active scheduler
+        with contextlib.suppress(asyncio.CancelledError):
+            await owner._task
+        assert await _scrape(endpoint.port, "/healthz") == (
+            "HTTP/1.1 503 Service Unavailable",
+            "owner_stopped\n",
         )
     finally:
         await endpoint.close()
