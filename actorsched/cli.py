@@ -27,27 +27,42 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-# name: (module, the function adding its flags, help)
-_COMMANDS: dict[str, tuple[str, str, str]] = {
+# name: (module, the function adding its flags, the function running it, help)
+_COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "demo": (
         "actorsched.demo",
         "add_arguments",
+        "main",
         "the 2015 host-state race, side by side on three schedulers",
     ),
-    "serve": ("actorsched.amqp.serve", "add_arguments", "run the scheduler as an AMQP service"),
+    "serve": (
+        "actorsched.amqp.serve",
+        "add_arguments",
+        "main",
+        "run the scheduler as an AMQP service",
+    ),
     "report": (
         "actorsched.agent",
         "add_arguments",
+        "main",
         "the host agent: publish this machine's host reports on an interval",
+    ),
+    "hosts": (
+        "actorsched.inspect",
+        "hosts_arguments",
+        "hosts_main",
+        "list the hosts a running serve holds, with their figures and claims",
     ),
     "config": (
         "actorsched.settings",
         "config_arguments",
+        "main",
         "print the effective settings of serve and where each came from",
     ),
     "bench": (
         "benchmarks.run",
         "add_arguments",
+        "main",
         "measure placements/s, latency and memory against baselines (source tree only)",
     ),
 }
@@ -85,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     modules: dict[str, ModuleType] = {}
     parsers: dict[str, argparse.ArgumentParser] = {}
     for name in commands():
-        module, adder, help_text = _COMMANDS[name]
+        module, adder, _, help_text = _COMMANDS[name]
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         parsers[name] = sub_parser
         if name == chosen:
@@ -95,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # the subcommand's own usage, not the top level's
         parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        result: int = modules[args.command].main(args)
+        runner = _COMMANDS[args.command][2]
+        result: int = getattr(modules[args.command], runner)(args)
     except SettingsError as exc:
         print(f"actorsched {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
