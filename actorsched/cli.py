@@ -53,6 +53,24 @@ _COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "hosts_main",
         "list the hosts a running serve holds, with their figures and claims",
     ),
+    "claims": (
+        "actorsched.inspect",
+        "claims_arguments",
+        "claims_main",
+        "list the live claims of a running serve (--host H: on one host)",
+    ),
+    "where": (
+        "actorsched.inspect",
+        "where_arguments",
+        "where_main",
+        "show the host an instance is on",
+    ),
+    "plan": (
+        "actorsched.inspect",
+        "plan_arguments",
+        "plan_main",
+        "a dry run: where a RequestSpec would go and why, claiming nothing",
+    ),
     "config": (
         "actorsched.settings",
         "config_arguments",

@@ -1,4 +1,5 @@
-"""``actorsched hosts``: what a running ``serve`` holds, as a table or as JSON.
+"""``actorsched hosts``, ``claims``, ``where`` and ``plan``: what a running ``serve``
+holds and what it would do, as tables for people or ``--json`` for scripts.
 
 It asks over AMQP (``--amqp-url``, ``--queue``, or the settings file and
 environment as ``serve`` reads them) and claims nothing. Exit codes: 0
@@ -14,16 +15,29 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiormq.exceptions
+from pydantic import ValidationError
 
 from . import settings
 from .amqp.client import SchedulerClient
+from .answers import ClaimInfo, Location, Plan
 from .errors import SchedulerError
-from .models import HostState
+from .models import HostState, RequestSpec
 
-__all__ = ["hosts_arguments", "hosts_main", "render_table"]
+__all__ = [
+    "claims_arguments",
+    "claims_main",
+    "hosts_arguments",
+    "hosts_main",
+    "plan_arguments",
+    "plan_main",
+    "render_table",
+    "where_arguments",
+    "where_main",
+]
 
 T = TypeVar("T")
 
@@ -121,3 +135,114 @@ def hosts_main(args: argparse.Namespace) -> int:
     rows = [_host_row(states[name], now, down_time) for name in sorted(states)]
     print(render_table(_HOST_HEADERS, rows))
     return 0
+
+
+def claims_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``actorsched claims``."""
+    _common(parser)
+    parser.add_argument("--host", dest="on_host", default=None, help="only this host's claims")
+
+
+def claims_main(args: argparse.Namespace) -> int:
+    """``actorsched claims [--host H]``: every live claim."""
+
+    async def fetch(client: SchedulerClient) -> list[ClaimInfo]:
+        return await client.claims(args.on_host)
+
+    claims = ask(args, fetch)
+    if claims is None:
+        return 1
+    if args.json:
+        print(json.dumps([c.model_dump(mode="json") for c in claims]))
+        return 0
+    now = time.time()
+    rows = [
+        [c.instance_uuid, c.host, c.memory_mb, c.vcpus, c.disk_gb, c.group_id,
+         "confirmed" if c.confirmed else "assumed", max(0.0, now - c.created_at), c.alternates]
+        for c in claims
+    ]  # fmt: skip
+    headers = ("INSTANCE", "HOST", "MB", "VCPU", "GB", "GROUP", "STATE", "AGE S", "ALTERNATES")
+    print(render_table(headers, rows))
+    return 0
+
+
+def where_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``actorsched where``."""
+    _common(parser)
+    parser.add_argument("instance_uuid", metavar="INSTANCE_UUID")
+
+
+def where_main(args: argparse.Namespace) -> int:
+    """``actorsched where INSTANCE_UUID``: the host it is on; exit 1 when unknown."""
+
+    async def fetch(client: SchedulerClient) -> Location:
+        return await client.where(args.instance_uuid)
+
+    found = ask(args, fetch)
+    if found is None:
+        return 1
+    if args.json:
+        print(found.model_dump_json())
+    elif found.host is None:
+        print(f"{found.instance_uuid}: not known to the scheduler", file=sys.stderr)
+    else:
+        how = "claimed" if found.claimed else "reported"
+        if found.claimed:
+            how += ", confirmed by a report" if found.confirmed else ", not reported yet"
+        print(f"{found.instance_uuid}: {found.host} ({how})")
+    return 0 if found.host is not None else 1
+
+
+def plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``actorsched plan``."""
+    _common(parser)
+    parser.add_argument(
+        "spec", nargs="?", default="-", metavar="FILE", help="a RequestSpec as JSON (- : stdin)"
+    )
+
+
+def plan_main(args: argparse.Namespace) -> int:
+    """``actorsched plan [FILE]``: where a request would go and why; it claims nothing.
+
+    Exit 0 when it would be placed, 1 when it would not (or the scheduler
+    could not be asked), 2 for a spec that is not a valid RequestSpec.
+    """
+    try:
+        text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text()
+        spec = RequestSpec.model_validate_json(text)
+    except OSError as exc:
+        print(f"actorsched plan: {args.spec}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "spec"
+        print(f"actorsched plan: not a RequestSpec: {where}: {first['msg']}", file=sys.stderr)
+        return 2
+
+    async def fetch(client: SchedulerClient) -> Plan:
+        return await client.plan(spec)
+
+    plan = ask(args, fetch)
+    if plan is None:
+        return 1
+    if args.json:
+        print(plan.model_dump_json())
+        return 0 if plan.placed else 1
+    for instance in plan.instances:
+        removed = ", ".join(f"{n} removed {c}" for n, c in instance.filter_counts.items())
+        print(
+            f"instance {instance.instance_uuid}: {instance.host or 'no valid host'} "
+            f"({instance.passing_hosts}/{instance.total_hosts} hosts pass"
+            f"{'; ' + removed if removed else ''})"
+        )
+        if instance.candidates:
+            names = sorted({n for c in instance.candidates for n in c.weights})
+            rows = [[c.host, *(f"{c.weights.get(n, 0.0):.3f}" for n in names), f"{c.total:.3f}"]
+                    for c in instance.candidates]  # fmt: skip
+            print(render_table(["HOST", *names, "TOTAL"], rows))
+        if instance.alternates:
+            print(f"alternates: {', '.join(instance.alternates)}")
+        print()
+    if not plan.placed:
+        print(plan.message)
+    return 0 if plan.placed else 1

@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import numpy as np
 
 from .actor import BatchSink, Owner
+from .answers import ClaimsPage, Location, Plan
 from .core import (
+    COMMANDS,
     Command,
+    GetClaims,
     GetHostStates,
     HostFilter,
     HostWeigher,
+    Locate,
+    PlanPlacement,
     Release,
     RemoveHost,
     SchedulerCore,
@@ -67,6 +72,8 @@ _PAYLOADS: dict[type, tuple[str, type]] = {
     SelectDestinations: ("spec", RequestSpec),
     Release: ("instance_uuid", str),
     RemoveHost: ("host", str),
+    PlanPlacement: ("spec", RequestSpec),
+    Locate: ("instance_uuid", str),
 }
 
 
@@ -78,11 +85,9 @@ def _check_command(command: object) -> None:
     elif kind in _PAYLOADS:
         field, payload = _PAYLOADS[kind]
         _expect(getattr(command, field), payload, kind.__name__)
-    elif not isinstance(command, GetHostStates):
-        raise InvalidRequest(
-            f"submit expects a command (UpdateHost, UpdateHosts, SelectDestinations, "
-            f"Release, RemoveHost, GetHostStates), got {kind.__name__}"
-        )
+    elif not isinstance(command, GetHostStates | GetClaims):
+        known = ", ".join(entry.command.__name__ for entry in COMMANDS)
+        raise InvalidRequest(f"submit expects a command ({known}), got {kind.__name__}")
 
 
 class Scheduler:
@@ -469,6 +474,28 @@ class Scheduler:
         """Forget a host and its claims; False when unknown."""
         _expect(host, str, "remove_host")
         return await self._ask(RemoveHost(host))
+
+    async def plan(self, spec: RequestSpec) -> Plan:
+        """A dry run of :meth:`select_destinations`: where each instance would go now,
+        each candidate's weight per weigher and the total, and how many hosts each
+        filter removed. It claims nothing; no valid host is an answer, not an error."""
+        _expect(spec, RequestSpec, "plan")
+        return await self._ask(PlanPlacement(spec))
+
+    async def claims(
+        self, host: str | None = None, *, cursor: int = 0, limit: int = 1_000
+    ) -> ClaimsPage:
+        """A page of live claims (on ``host`` only, when given), from ``cursor``."""
+        if host is not None:
+            _expect(host, str, "claims")
+        if not (isinstance(cursor, int) and cursor >= 0 and isinstance(limit, int) and limit > 0):
+            raise InvalidRequest(f"claims needs cursor >= 0 and limit > 0, got {cursor}, {limit}")
+        return await self._ask(GetClaims(host, cursor, limit))
+
+    async def where(self, instance_uuid: str) -> Location:
+        """Where ``instance_uuid`` is: its claim's host, or the host that reports it."""
+        _expect(instance_uuid, str, "where")
+        return await self._ask(Locate(instance_uuid))
 
     async def host_states(self) -> dict[str, HostState]:
         """A consistent snapshot of every host, taken in one step of the owner.

@@ -36,6 +36,7 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
 
+from ..answers import ClaimInfo, ClaimsPage, Location, Plan
 from ..errors import SchedulerError, SchedulerStopped
 from ..models import HostReport, HostState, RequestSpec, Selection
 from .protocol import (
@@ -47,6 +48,7 @@ from .protocol import (
     DEFAULT_URL,
     MAX_BATCH_ITEMS,
     OPERATIONS,
+    ClaimsRequest,
     HostReportResult,
     HostStatesPage,
     HostStatesRequest,
@@ -55,6 +57,7 @@ from .protocol import (
     ReleaseResult,
     RemoveHostRequest,
     RemoveHostResult,
+    WhereRequest,
     decode_batch_reply,
     decode_reply,
 )
@@ -288,6 +291,34 @@ class SchedulerClient:
         """One page of hosts from ``cursor`` (0, or a page's ``next_cursor``)."""
         body = HostStatesRequest(limit=limit, cursor=cursor).model_dump_json().encode()
         return cast(HostStatesPage, await self._call("host_states", body, timeout))
+
+    async def plan(self, spec: RequestSpec, *, timeout: float | None = None) -> Plan:  # noqa: ASYNC109
+        """A dry run of :meth:`select_destinations`; claims nothing (see Scheduler.plan)."""
+        return cast(Plan, await self._call("plan", spec.model_dump_json().encode(), timeout))
+
+    async def claims(
+        self,
+        host: str | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        page_size: int = DEFAULT_PAGE_HOSTS,
+    ) -> list[ClaimInfo]:
+        """Every live claim (on ``host`` only, when given), fetched a page at a time."""
+        found: list[ClaimInfo] = []
+        cursor: int | None = 0
+        while cursor is not None:
+            body = ClaimsRequest(host=host, limit=page_size, cursor=cursor)
+            page = cast(
+                ClaimsPage, await self._call("claims", body.model_dump_json().encode(), timeout)
+            )
+            found.extend(page.claims)
+            cursor = page.next_cursor
+        return found
+
+    async def where(self, instance_uuid: str, *, timeout: float | None = None) -> Location:  # noqa: ASYNC109
+        """Where ``instance_uuid`` is (its claim's host, or the host that reports it)."""
+        body = WhereRequest(instance_uuid=instance_uuid).model_dump_json().encode()
+        return cast(Location, await self._call("where", body, timeout))
 
     # -- plumbing ------------------------------------------------------------
 

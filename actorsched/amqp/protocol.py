@@ -36,6 +36,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, ValidationError
 from pydantic.json_schema import models_json_schema
 
+from ..answers import ClaimsPage, Location, Plan
 from ..errors import NoValidHost, SchedulerError, error_from_wire
 from ..models import HostReport, HostState, Name, RequestSpec, Selection
 
@@ -59,6 +60,7 @@ __all__ = [
     "BadMessage",
     "BatchItem",
     "BatchRequest",
+    "ClaimsRequest",
     "ErrorReply",
     "HostReportResult",
     "HostStatesPage",
@@ -69,6 +71,7 @@ __all__ = [
     "ReleaseResult",
     "RemoveHostRequest",
     "RemoveHostResult",
+    "WhereRequest",
     "WireError",
     "dead_letter_names",
     "decode_batch_item",
@@ -191,6 +194,28 @@ class HostStatesPage(BaseModel):
     )
 
 
+class ClaimsRequest(_Body):
+    """Body of ``claims``: one page of live claims, ``{}`` for the first."""
+
+    host: Name | None = Field(None, description="only the claims on this host")
+    limit: int = Field(
+        DEFAULT_PAGE_HOSTS,
+        ge=1,
+        le=MAX_PAGE_HOSTS,
+        description=f"claims in this page at most (default {DEFAULT_PAGE_HOSTS}, "
+        f"at most {MAX_PAGE_HOSTS})",
+    )
+    cursor: int = Field(
+        0, ge=0, le=2**40, description="where the page starts: 0, or a reply's next_cursor"
+    )
+
+
+class WhereRequest(_Body):
+    """Body of ``where``: the instance to find."""
+
+    instance_uuid: Name
+
+
 class BatchItem(_Body):
     """One operation inside a ``batch``: its ``type`` and its body, as if sent on its own."""
 
@@ -198,7 +223,7 @@ class BatchItem(_Body):
         min_length=1,
         max_length=64,
         description="an operation other than batch: select_destinations, host_report, "
-        "release, remove_host, host_states",
+        "release, remove_host, host_states, plan, claims, where",
     )
     body: Any = Field(description="the JSON body that operation takes on its own")
 
@@ -285,6 +310,18 @@ class HostStatesReply(RootModel[OkReply[HostStatesPage] | ErrorReply]):
     """Reply to ``host_states``: a page of HostStates by host name, and the next cursor."""
 
 
+class PlanReply(RootModel[OkReply[Plan] | ErrorReply]):
+    """Reply to ``plan``: where each instance would go and why; nothing was claimed."""
+
+
+class ClaimsReply(RootModel[OkReply[ClaimsPage] | ErrorReply]):
+    """Reply to ``claims``: a page of live claims and the next cursor."""
+
+
+class WhereReply(RootModel[OkReply[Location] | ErrorReply]):
+    """Reply to ``where``: the host of the instance, or null."""
+
+
 class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
     """The reply to one item of a ``batch``: what that operation alone would reply."""
 
@@ -319,6 +356,9 @@ OPERATIONS: dict[str, Operation] = {
         Operation("release", ReleaseRequest, ReleaseReply, ReleaseResult),
         Operation("remove_host", RemoveHostRequest, RemoveHostReply, RemoveHostResult),
         Operation("host_states", HostStatesRequest, HostStatesReply, HostStatesPage),
+        Operation("plan", RequestSpec, PlanReply, Plan),
+        Operation("claims", ClaimsRequest, ClaimsReply, ClaimsPage),
+        Operation("where", WhereRequest, WhereReply, Location),
         Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }

@@ -72,7 +72,10 @@ from yarl import URL
 from ..core import (
     COMMANDS,
     Command,
+    GetClaims,
     GetHostStates,
+    Locate,
+    PlanPlacement,
     Release,
     RemoveHost,
     SelectDestinations,
@@ -185,6 +188,9 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] =
         lambda removed: RemoveHostResult(removed=bool(removed)),
     ),
     "host_states": (lambda request: GetHostStates(request.cursor, request.limit), _page),
+    "plan": (PlanPlacement, _as_is),
+    "claims": (lambda request: GetClaims(request.host, request.cursor, request.limit), _as_is),
+    "where": (lambda request: Locate(request.instance_uuid), _as_is),
 }
 # every command with an operation of its own (core.COMMANDS) is routed, and nothing else
 assert (

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..answers import ClaimsPage, Location, Plan
 from ..models import HostReport, RequestSpec, Selection
 from .views import HostStatesImage, ImageBuffers
 
@@ -25,7 +26,10 @@ __all__ = [
     "COMMANDS",
     "Command",
     "CommandInfo",
+    "GetClaims",
     "GetHostStates",
+    "Locate",
+    "PlanPlacement",
     "Release",
     "RemoveHost",
     "SelectDestinations",
@@ -92,6 +96,29 @@ class GetHostStates(Command[HostStatesImage]):
 
 
 @dataclass(frozen=True, slots=True)
+class PlanPlacement(Command[Plan]):
+    """A dry run of SelectDestinations: where each instance would go and why; no claim."""
+
+    spec: RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class GetClaims(Command[ClaimsPage]):
+    """Up to ``limit`` live claims from cursor ``start`` (on ``host`` only, when given)."""
+
+    host: str | None = None
+    start: int = 0
+    limit: int = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Locate(Command[Location]):
+    """Where an instance is: its claim's host, or the host whose report lists it."""
+
+    instance_uuid: str
+
+
+@dataclass(frozen=True, slots=True)
 class CommandInfo:
     """The names one command goes by in the other layers."""
 
@@ -108,6 +135,9 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo(Release, "release", "release", "release"),
     CommandInfo(RemoveHost, "remove_host", "remove_host", "remove"),
     CommandInfo(GetHostStates, "host_states", "host_states", None),
+    CommandInfo(PlanPlacement, "plan", "plan", None),
+    CommandInfo(GetClaims, "claims", "claims", None),
+    CommandInfo(Locate, "where", "where", None),
 )
 _BY_CLASS = {entry.command: entry for entry in COMMANDS}
 

@@ -23,18 +23,23 @@ Rules this module keeps (everything that changes host state lives here):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar, cast
 
 import numpy as np
 
-from ..errors import InvalidRequest
+from ..answers import ClaimInfo, ClaimsPage, Location, Plan, PlanCandidate, PlannedInstance
+from ..errors import InvalidRequest, NoValidHost
 from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
 from .commands import (
     Command,
+    GetClaims,
     GetHostStates,
+    Locate,
+    PlanPlacement,
     Release,
     RemoveHost,
     SelectDestinations,
@@ -53,6 +58,9 @@ from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
 from .table import HostTable, reported_figures
 from .views import capture_host_states, host_state
 from .weighers import HostWeigher, builtin_weighers
+
+# told each choice of select_destinations before its claim: (context, uuid, row, ranked rows)
+Observer = Callable[[PlacementContext, str, int, list[int]], None]
 
 __all__ = ["SchedulerCore"]
 
@@ -146,6 +154,12 @@ class SchedulerCore:
             result = self.remove_host(command.host, now)
         elif isinstance(command, GetHostStates):
             result = capture_host_states(self.table, command.start, command.limit, command.into)
+        elif isinstance(command, PlanPlacement):
+            result = self.plan(command.spec, now)
+        elif isinstance(command, GetClaims):
+            result = self.claims_page(command.host, command.start, command.limit)
+        elif isinstance(command, Locate):
+            result = self.where(command.instance_uuid)
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
@@ -320,13 +334,16 @@ class SchedulerCore:
         """Row of the host that holds or runs ``instance_uuid``, or None."""
         return self.ledger.locate(instance_uuid)
 
-    def select_destinations(self, spec: RequestSpec, now: float) -> list[Selection]:
+    def select_destinations(
+        self, spec: RequestSpec, now: float, observe: Observer | None = None
+    ) -> list[Selection]:
         """Claim a host for every instance of ``spec``, or raise and claim nothing.
 
         Every uuid already claimed by this same request (equal
         :func:`~actorsched.core.ledger.request_fingerprint`): the same
         selections, nothing claimed. By another request: InvalidRequest
-        naming what differs.
+        naming what differs. ``observe(ctx, uuid, row, top)`` is told each
+        choice before its claim (:meth:`plan` explains them).
         """
         claims = self.ledger.claims
         resources_only = asks_resources_only(spec)
@@ -369,6 +386,8 @@ class SchedulerCore:
                 alternates = [] if several else [str(names[r]) for r in top if r != row]
                 host = names[row]
                 assert host is not None
+                if observe is not None:
+                    observe(ctx, uuid, row, top)
                 self._claim(spec, uuid, row, host, alternates[: self._alternates], now, fingerprint)
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
@@ -384,6 +403,119 @@ class SchedulerCore:
                 self._unclaim(uuid)
             raise
         return [claims[u].selection for u in spec.instance_uuids]
+
+    def plan(self, spec: RequestSpec, now: float) -> Plan:
+        """What :meth:`select_destinations` would claim now, and why; it claims nothing.
+
+        The request is placed as for real (each instance sees the claims of
+        the ones before it), explained, then every claim is taken back and
+        the random choice among the best hosts is rewound, in the same step:
+        the state after is the state before. A NoValidHost is the plan's
+        answer, not an error.
+        """
+        held = [u for u in spec.instance_uuids if u in self.ledger.claims]
+        if held:
+            raise InvalidRequest(
+                f"instance_uuids {held} already hold claims; plan a request not placed yet "
+                "(`where` shows where a placed instance is)"
+            )
+        names = self.table.name_of
+        planned: list[tuple[str, int, list[PlanCandidate], int, int, dict[str, int]]] = []
+
+        def observe(ctx: PlacementContext, uuid: str, row: int, top: list[int]) -> None:
+            rows = [row, *(r for r in top if r != row)]
+            passing, weights = self.ranker.explain(ctx, self.weighers, rows)
+            total, counts = self.ranker.filter_counts(ctx)
+            candidates = [
+                PlanCandidate(host=str(names[r]), weights=w, total=sum(w.values()))
+                for r, w in zip(rows, weights, strict=True)
+            ]
+            planned.append((uuid, row, candidates, total, passing, counts))
+
+        rng = self._rng.getstate()
+        try:
+            selections = self.select_destinations(spec, now, observe)
+        except NoValidHost as exc:
+            entries = [self._planned(p, []) for p in planned]
+            entries.append(
+                PlannedInstance(
+                    instance_uuid=exc.instance_uuid or "",
+                    host=None,
+                    alternates=[],
+                    candidates=[],
+                    total_hosts=exc.total_hosts,
+                    passing_hosts=0,
+                    filter_counts=exc.filter_counts,
+                )
+            )
+            return Plan(placed=False, message=str(exc), instances=entries)
+        finally:
+            self._rng.setstate(rng)
+        try:
+            alternates = {s.instance_uuid: s.alternates for s in selections}
+            entries = [self._planned(p, alternates[p[0]]) for p in planned]
+        finally:
+            for selection in selections:
+                self._unclaim(selection.instance_uuid)
+        return Plan(placed=True, message=None, instances=entries)
+
+    def _planned(
+        self,
+        entry: tuple[str, int, list[PlanCandidate], int, int, dict[str, int]],
+        alternates: list[str],
+    ) -> PlannedInstance:
+        uuid, row, candidates, total, passing, counts = entry
+        return PlannedInstance(
+            instance_uuid=uuid,
+            host=str(self.table.name_of[row]),
+            alternates=alternates,
+            candidates=candidates,
+            total_hosts=total,
+            passing_hosts=passing,
+            filter_counts=counts,
+        )
+
+    def claims_page(self, host: str | None, start: int, limit: int) -> ClaimsPage:
+        """Up to ``limit`` live claims from position ``start`` in the ledger's order
+        (only those on ``host`` when given: an unknown host has none)."""
+        ledger = self.ledger
+        if host is None:
+            chosen: Iterable[Claim] = itertools.islice(ledger.claims.values(), start, None)
+        else:
+            row = self.table.row_of.get(host)
+            on_row = sorted(ledger.by_row.get(row, ())) if row is not None else []
+            chosen = (ledger.claims[u] for u in on_row[start:])
+        page = list(itertools.islice(chosen, limit + 1))
+        more = len(page) > limit
+        claims = [
+            ClaimInfo(
+                instance_uuid=c.instance_uuid,
+                host=c.host,
+                memory_mb=c.memory_mb,
+                vcpus=c.vcpus,
+                disk_gb=c.disk_gb,
+                group_id=c.group_id,
+                created_at=c.created_at,
+                confirmed=c.confirmed,
+                alternates=list(c.alternates),
+            )
+            for c in page[:limit]
+        ]
+        return ClaimsPage(claims=claims, next_cursor=start + limit if more else None)
+
+    def where(self, instance_uuid: str) -> Location:
+        """The host of ``instance_uuid``'s claim, or of the last report that lists it."""
+        ledger = self.ledger
+        claim = ledger.claims.get(instance_uuid)
+        reported_row = ledger.reported_row.get(instance_uuid)
+        row = claim.row if claim is not None else reported_row
+        return Location(
+            instance_uuid=instance_uuid,
+            host=None if row is None else self.table.name_of[row],
+            claimed=claim is not None,
+            confirmed=claim is not None and claim.confirmed,
+            reported=reported_row is not None,
+        )
 
     def _fingerprint(self, spec: RequestSpec, resources_only: bool) -> str:
         """``request_fingerprint(spec)``, one string for equal requests (most are of

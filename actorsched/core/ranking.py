@@ -420,7 +420,9 @@ class Ranker:
         order = np.lexsort((rows[picked], -scores[picked]))
         return [int(r) for r in rows[picked][order]]
 
-    def no_valid_host(self, ctx: PlacementContext, uuid: str, index: int) -> NoValidHost:
+    def filter_counts(self, ctx: PlacementContext) -> tuple[int, dict[str, int]]:
+        """The live hosts, and how many of them each filter removed (each host
+        charged to the first filter, in order, that rejects it)."""
         table = self.table
         alive = table.active[: table.n].copy()
         total = int(alive.sum())
@@ -434,6 +436,10 @@ class Ranker:
             if removed:
                 counts[name] = removed
                 alive &= passed
+        return total, counts
+
+    def no_valid_host(self, ctx: PlacementContext, uuid: str, index: int) -> NoValidHost:
+        total, counts = self.filter_counts(ctx)
         reasons = ", ".join(f"{n} removed {c}" for n, c in counts.items()) or "no host has reported"
         where = ""
         if len(ctx.spec.instance_uuids) > 1:
@@ -447,3 +453,40 @@ class Ranker:
             total_hosts=total,
             filter_counts=counts,
         )
+
+    def explain(
+        self, ctx: PlacementContext, weighers: Sequence[HostWeigher], rows: Sequence[int]
+    ) -> tuple[int, list[dict[str, float]]]:
+        """How many hosts pass every filter, and each weigher's weight (normalized,
+        times its multiplier) on each of ``rows``.
+
+        The reference statement of ``nova/weights.py``'s normalization that
+        :meth:`_ranked` and the fast paths compute in their own ways: over
+        the hosts that pass every filter, ``(value - lo) / (hi - lo)`` with
+        ``lo`` the lowest value or the weigher's ``minval`` when lower, and 0
+        for all when ``hi <= lo``. The weights of a row sum to the score it
+        was ranked by, up to rounding.
+        """
+        table = self.table
+        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
+        ignored = self._ignored(ctx)
+        if ignored is not None:
+            masks.append(ignored)
+        passing = self._passing(ctx, masks)
+        index = np.asarray(rows, dtype=np.intp)
+        weights: list[dict[str, float]] = [{} for _ in rows]
+        for w in weighers:
+            if w.multiplier == 0:
+                continue
+            raw = w.weigh_all(table, ctx)
+            values = np.zeros(index.size) if raw is None else np.asarray(raw, dtype=np.float64)
+            if raw is not None and passing.any():
+                among = values[passing]
+                lo = min(weigher_floor(w), float(among.min()))
+                hi = float(among.max())
+                scaled = (values[index] - lo) / (hi - lo) if hi > lo else np.zeros(index.size)
+            else:
+                scaled = np.zeros(index.size)
+            for weight, value in zip(weights, (scaled * w.multiplier).tolist(), strict=True):
+                weight[w.name] = weight.get(w.name, 0.0) + value
+        return int(np.count_nonzero(passing)), weights

@@ -16,7 +16,10 @@ from actorsched.amqp.protocol import BATCH, OPERATIONS
 from actorsched.core import (
     COMMANDS,
     Command,
+    GetClaims,
     GetHostStates,
+    Locate,
+    PlanPlacement,
     Release,
     RemoveHost,
     SelectDestinations,
@@ -70,6 +73,9 @@ _ONE_OF_EACH: dict[type[Command[Any]], Command[Any]] = {
     Release: Release("vm-held"),
     RemoveHost: RemoveHost("h1"),
     GetHostStates: GetHostStates(),
+    PlanPlacement: PlanPlacement(make_spec("vm-planned")),
+    GetClaims: GetClaims(),
+    Locate: Locate("vm-held"),
 }
 
 
