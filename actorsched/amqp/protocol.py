@@ -627,6 +627,9 @@ def render_schema() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Print the schema, or write it: to ``docs/schema.json`` in a source tree,
+    or to the PATH given (an installed package has no docs/ beside it)."""
+    in_source = (SCHEMA_PATH.parent.parent / "pyproject.toml").is_file()
     parser = argparse.ArgumentParser(
         prog="python -m actorsched.amqp",
         description="print or write the JSON Schema of the AMQP protocol",
@@ -634,12 +637,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--write-schema",
         nargs="?",
-        const=str(SCHEMA_PATH),
+        const=str(SCHEMA_PATH) if in_source else "",
         metavar="PATH",
-        help=f"write the schema to PATH (default {SCHEMA_PATH}) instead of printing it",
+        help="write the schema to PATH instead of printing it (default in a source tree: "
+        "docs/schema.json; an installed package needs PATH)",
     )
     args = parser.parse_args(argv)
     text = render_schema()
+    if args.write_schema == "":
+        parser.error("--write-schema needs a PATH outside a source tree (or print it: no flag)")
     if args.write_schema:
         Path(args.write_schema).write_text(text, encoding="utf-8")
         print(f"wrote {args.write_schema}", file=sys.stderr)
