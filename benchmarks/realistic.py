@@ -45,10 +45,10 @@ from typing import Any
 
 __all__ = [
     "FILL",
-    "Fleet",
     "FLAVORS",
     "ZONES",
     "Components",
+    "Fleet",
     "RealFlavor",
     "generate",
     "load",
@@ -197,6 +197,11 @@ def _aggregates(rng: random.Random, hosts: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
+def _uuid(seed: int, request: int, k: int) -> str:
+    """A UUID-shaped instance id (Nova's objects want one), the same for the same seed."""
+    return f"{seed % 16**8:08x}-0000-4000-8000-{request:010d}{k:02d}"
+
+
 def _estimate_requests(hosts: list[dict[str, Any]], comps: Components) -> int:
     """Requests enough to pass the fill line with room for refusals (the runner stops there)."""
     usable = sum(h["memory_mb"] - h["memory_mb_reserved"] for h in hosts)
@@ -205,9 +210,7 @@ def _estimate_requests(hosts: list[dict[str, Any]], comps: Components) -> int:
     return int(usable * FILL / mean_ram / per_request * 1.6) + 50
 
 
-def generate(
-    hosts: int, *, seed: int = 7, components: Components | None = None
-) -> dict[str, Any]:
+def generate(hosts: int, *, seed: int = 7, components: Components | None = None) -> dict[str, Any]:
     """The workload for ``hosts`` hosts: hosts, aggregates and the ordered event list."""
     comps = components or Components()
     rng = random.Random(f"realistic-{seed}")
@@ -229,14 +232,22 @@ def generate(
         )
         extra_specs: dict[str, str] = {}
         if comps.aggregates and rng.random() < comps.extra_specs_share:
-            extra_specs = dict(rng.choices([s for s, _ in _EXTRA_SPECS], [w for _, w in _EXTRA_SPECS])[0])
+            extra_specs = dict(
+                rng.choices([s for s, _ in _EXTRA_SPECS], [w for _, w in _EXTRA_SPECS])[0]
+            )
         group = None
         if comps.groups and rng.random() < 0.15:
             if groups and rng.random() < 0.7:  # a later member of an open group
                 g = rng.choice(groups)
             else:
-                policy = rng.choices([p for p, _ in _GROUP_POLICIES], [w for _, w in _GROUP_POLICIES])[0]
-                g = {"id": f"sg-{seed}-{len(events):07d}", "policy": policy, "left": rng.randint(2, 8)}
+                policy = rng.choices(
+                    [p for p, _ in _GROUP_POLICIES], [w for _, w in _GROUP_POLICIES]
+                )[0]
+                g = {
+                    "id": f"sg-{seed}-{len(events):07d}",
+                    "policy": policy,
+                    "left": rng.randint(2, 8),
+                }
                 groups.append(g)
             g["left"] -= 1
             if g["left"] <= 0:
@@ -253,7 +264,7 @@ def generate(
                 "vcpus": flavor.vcpus,
                 "disk_gb": flavor.disk_gb,
                 "extra_specs": extra_specs,
-                "instances": [f"vm-{seed}-{n:07d}-{k}" for k in range(count)],
+                "instances": [_uuid(seed, n, k) for k in range(count)],
                 "availability_zone": zone,
                 "required_traits": traits,
                 "group": group,
@@ -307,9 +318,11 @@ class Fleet:
         self.instances: dict[str, list[str]] = {h: [] for h in self.hosts}
         self.generation: dict[str, int] = dict.fromkeys(self.hosts, 1)
         self.order: list[str] = []  # the host of each instance placed, in order
-        self.usable_ram = sum(h["memory_mb"] - h["memory_mb_reserved"] for h in self.hosts.values())
+        self.usable_ram: int = sum(
+            h["memory_mb"] - h["memory_mb_reserved"] for h in self.hosts.values()
+        )
         self.claimed_ram = 0
-        self.line = workload["fill"] * self.usable_ram
+        self.line: float = float(workload["fill"]) * self.usable_ram
 
     def place(self, event: dict[str, Any], hosts: list[str]) -> None:
         for uuid, host in zip(event["instances"], hosts, strict=True):

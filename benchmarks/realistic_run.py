@@ -23,7 +23,7 @@ from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler, Schedule
 
 from .realistic import Fleet
 
-__all__ = ["AGGREGATES_API", "build_spec", "run_actorsched"]
+__all__ = ["AGGREGATES_API", "build_spec", "build_specs", "realistic_config", "run_actorsched"]
 
 # Flip to True once the aggregates branch (Scheduler.create_aggregate,
 # RequestSpec.flavor_name/extra_specs, AggregateInstanceExtraSpecsFilter) is
@@ -81,6 +81,17 @@ def build_spec(event: dict[str, Any], *, aggregates: bool = AGGREGATES_API) -> R
     )
 
 
+def build_specs(
+    workload: dict[str, Any], *, aggregates: bool = AGGREGATES_API
+) -> list[RequestSpec | None]:
+    """One RequestSpec per request event (None for a report), in event order."""
+    extra = aggregates and bool(workload["components"]["aggregates"])
+    return [
+        build_spec(e, aggregates=extra) if e["kind"] == "request" else None
+        for e in workload["events"]
+    ]
+
+
 async def _create_aggregates(scheduler: Any, workload: dict[str, Any]) -> None:
     for agg in workload["aggregates"]:
         await scheduler.create_aggregate(agg["name"], metadata=agg["metadata"], hosts=agg["hosts"])
@@ -91,9 +102,13 @@ async def run_actorsched(
     *,
     concurrency: int = 1,
     budget: float | None = None,
+    limit: int | None = None,
     aggregates: bool = AGGREGATES_API,
+    specs: list[RequestSpec | None] | None = None,
 ) -> dict[str, Any]:
-    """Fill the cluster to the line; the figures of the run (see the module doc)."""
+    """Fill the cluster to the line (or ``limit`` requests, or ``budget`` seconds); the
+    figures of the run (see the module doc). ``specs``: from :func:`build_specs`, to
+    build them once for several rounds."""
     wants_aggregates = bool(workload["components"]["aggregates"])
     if wants_aggregates and not aggregates:
         raise RuntimeError(
@@ -101,10 +116,8 @@ async def run_actorsched(
             "(benchmarks.realistic_run.AGGREGATES_API)"
         )
     events = workload["events"]
-    specs: list[RequestSpec | None] = [
-        build_spec(e, aggregates=aggregates and wants_aggregates) if e["kind"] == "request" else None
-        for e in events
-    ]
+    if specs is None:
+        specs = build_specs(workload, aggregates=aggregates)
     fleet = Fleet(workload)
     counts = {"requests": 0, "placed": 0, "instances": 0, "no_valid_host": 0, "reports": 0}
     async with Scheduler(realistic_config(workload, seed=workload["seed"])) as scheduler:
@@ -114,10 +127,11 @@ async def run_actorsched(
         todo: Iterator[int] = iter(range(len(events)))
         started = time.perf_counter()
         deadline = started + budget if budget else float("inf")
+        cap = -1 if limit is None else limit
 
         async def caller() -> None:
             for i in todo:
-                if fleet.full or time.perf_counter() > deadline:
+                if fleet.full or time.perf_counter() > deadline or counts["requests"] == cap:
                     return
                 event = events[i]
                 spec = specs[i]
