@@ -130,8 +130,9 @@ async def realistic_section(
                 nova = await nova_subprocess(
                     nova_python, workload, nova_budget, max_events=nova_max_events
                 )
-            except Exception as exc:
+            except Exception as exc:  # not installed whole, or broken: say so once
                 notes.append(f"real Nova at {n:,} hosts failed: {type(exc).__name__}: {exc}")
+                nova_ok = False
                 continue
             same = [
                 await run_actorsched(workload, concurrency=1, limit=nova["requests"], specs=specs)
