@@ -132,24 +132,25 @@ class NovaRunner:
             }
             for i, h in enumerate(workload["hosts"])
         }
-        self.computes = {
-            h["host"]: self._compute_node(h, i) for i, h in enumerate(workload["hosts"])
-        }
+        self.index = {h["host"]: i for i, h in enumerate(workload["hosts"])}
+        self.computes = {h["host"]: self._compute_node(h) for h in workload["hosts"]}
         self.states: dict[str, Any] = {}
         self.groups: dict[str, dict[str, list[str]]] = {}  # id -> members, hosts
         for name in self.host_names:
             hm._instance_info[name] = {"instances": {}, "updated": True}
+        self.heartbeat = time.monotonic()
         self.placement_s = 0.0
 
     # -- compute nodes and their reports ------------------------------------
 
-    def _compute_node(self, figures: dict[str, Any], index: int | None = None) -> Any:
+    def _compute_node(self, figures: dict[str, Any]) -> Any:
         objects = self.objects
         ram_used = figures.get("memory_mb_used", 0) + figures["memory_mb_reserved"]
         disk_used = figures.get("local_gb_used", 0)
+        index = self.index[figures["host"]]
         node = objects.ComputeNode(
-            id=(index or 0) + 1,
-            uuid=f"00000000-0000-0000-0000-{abs(hash(figures['host'])) % 10**12:012d}",
+            id=index + 1,
+            uuid=f"00000000-0000-4000-8000-{index:012d}",
             host=figures["host"],
             hypervisor_hostname=figures["host"],
             hypervisor_type="QEMU",
@@ -279,8 +280,19 @@ class NovaRunner:
             out.append(state)
         return out
 
+    def beat(self) -> None:
+        """The compute services' heartbeats (every 10 s, report_interval), so that none
+        looks down to ComputeFilter when a run outlasts service_down_time (60 s)."""
+        if time.monotonic() - self.heartbeat < 10:
+            return
+        self.heartbeat = time.monotonic()
+        now = _utcnow()
+        for service in self.services.values():
+            service["last_seen_up"] = service["updated_at"] = now
+
     def select(self, event: dict[str, Any]) -> list[str] | None:
         """Nova's _schedule for one request: the hosts of its instances, or None (NoValidHost)."""
+        self.beat()
         spec = self._spec(event)
         t0 = time.perf_counter()
         names = self._candidates(event)

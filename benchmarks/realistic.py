@@ -37,8 +37,10 @@ one seeded generator, so a seed and toggles give the same events.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -361,3 +363,27 @@ class Fleet:
     @property
     def fill(self) -> float:
         return self.claimed_ram / self.usable_ram if self.usable_ram else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.realistic --hosts 1000 --out workload.json``: write one."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.realistic", description=__doc__)
+    parser.add_argument("--hosts", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--components",
+        default="",
+        help='e.g. "none,zones,groups" or "-reports" (all but aggregates)',
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    workload = generate(args.hosts, seed=args.seed, components=Components.parse(args.components))
+    write(workload, args.out)
+    requests = sum(1 for e in workload["events"] if e["kind"] == "request")
+    events = len(workload["events"])
+    print(f"{args.out}: {args.hosts:,} hosts, {requests:,} requests, {events:,} events")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

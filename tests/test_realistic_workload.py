@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,10 @@ def test_the_mix_has_the_promised_shares() -> None:
     requests = _requests(workload)
     n = len(requests)
     assert n > 5_000
-    share = lambda pred: sum(1 for r in requests if pred(r)) / n  # noqa: E731
+
+    def share(pred: Callable[[dict[str, Any]], bool]) -> float:
+        return sum(1 for r in requests if pred(r)) / n
+
     assert 0.25 < share(lambda r: r["availability_zone"] is not None) < 0.32
     assert 0.17 < share(lambda r: bool(r["required_traits"])) < 0.23
     assert 0.12 < share(lambda r: r["group"] is not None) < 0.18
@@ -48,7 +52,8 @@ def test_the_mix_has_the_promised_shares() -> None:
     assert set(policies) == {"anti-affinity", "affinity", "soft-anti-affinity", "soft-affinity"}
     assert {r["availability_zone"] for r in requests} - {None} == set(ZONES)
     assert len(ZONES) == 6
-    assert min(f.vcpus for f in FLAVORS) == 1 and max(f.vcpus for f in FLAVORS) == 16
+    assert min(f.vcpus for f in FLAVORS) == 1
+    assert max(f.vcpus for f in FLAVORS) == 16
     assert min(f.memory_mb for f in FLAVORS) == 1_792  # 1.75 GB
     assert max(f.memory_mb for f in FLAVORS) == 112 * 1024
     instances = sum(len(r["instances"]) for r in requests)
@@ -67,7 +72,9 @@ def test_each_component_can_be_turned_off() -> None:
     assert all(len(r["instances"]) == 1 for r in requests)
     assert all(h["availability_zone"] is None and h["traits"] == [] for h in bare["hosts"])
     only_groups = Components.parse("none,groups")
-    assert only_groups.groups and not only_groups.zones and not only_groups.reports
+    assert only_groups.groups
+    assert not only_groups.zones
+    assert not only_groups.reports
     assert not Components.parse("-zones").zones
     with pytest.raises(ValueError, match="unknown component"):
         Components.parse("zonez")
@@ -82,9 +89,7 @@ def test_aggregates_bring_metadata_and_matching_extra_specs() -> None:
     }
     assert all(a["hosts"] for a in workload["aggregates"])
     keys = {
-        (k.split(":", 1)[1], v)
-        for r in _requests(workload)
-        for k, v in r["extra_specs"].items()
+        (k.split(":", 1)[1], v) for r in _requests(workload) for k, v in r["extra_specs"].items()
     }
     metadata = {kv for a in workload["aggregates"] for kv in a["metadata"].items()}
     assert keys == metadata
@@ -119,7 +124,8 @@ def test_a_report_names_its_node_and_lists_what_it_runs() -> None:
 async def test_actorsched_fills_a_small_cluster_to_the_line() -> None:
     result = await run_actorsched(generate(40, seed=9), concurrency=4)
     assert result["reached_fill"]
-    assert result["placed"] > 0 and result["reports"] > 0
+    assert result["placed"] > 0
+    assert result["reports"] > 0
     assert result["requests"] == result["placed"] + result["no_valid_host"]
     limited = await run_actorsched(generate(40, seed=9), limit=25)
     assert limited["requests"] == 25
@@ -139,6 +145,7 @@ def test_real_nova_places_a_small_workload(tmp_path: Path) -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["scheduler"] == "nova"
     assert result["reached_fill"], result
-    assert result["placed"] > 0 and result["reports"] > 0
+    assert result["placed"] > 0
+    assert result["reports"] > 0
     assert "NumInstancesFilter" in result["enabled_filters"]
     assert "RAMWeigher" in result["weighers"]
