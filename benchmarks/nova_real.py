@@ -23,6 +23,14 @@ What runs is Nova's own code, without a database or RPC:
 * ``SchedulerManager._consume_selected_host`` after each claim (the HostState's
   ``consume_from_request`` and the group's hosts).
 
+One difference is Nova's own, and shows in the counts: when a
+multi-instance request fails part way, the instances already chosen stay
+consumed on their HostStates until those nodes report again (Nova rolls
+back Placement's allocations, not the HostStates), where actorsched's
+all-or-nothing claim rolls them back; so Nova refuses a few more requests
+(e.g. a later member of an affinity group whose host then looks full of
+I/O operations).
+
 RAM/CPU/disk, the zone and required traits are decided by Placement in
 current Nova (RamFilter, CoreFilter, DiskFilter and AvailabilityZoneFilter
 are gone). Placement is a service with a database; here a plain Python loop
@@ -46,6 +54,7 @@ from typing import Any
 
 from benchmarks.realistic import Fleet, load
 
+_IDS_SHOWN = 200  # the first requests refused, to compare with actorsched's
 DEFAULT_FILTERS_EXTRA = ["NumInstancesFilter", "IoOpsFilter"]
 
 
@@ -347,6 +356,7 @@ def run(workload: dict[str, Any], budget: float) -> dict[str, Any]:
     started = time.perf_counter()
     deadline = started + budget
     stopped = "events"
+    refused: list[str] = []
     for event in workload["events"]:
         if runner.fleet.full:
             stopped = "fill"
@@ -364,6 +374,7 @@ def run(workload: dict[str, Any], budget: float) -> dict[str, Any]:
         hosts = runner.select(event)
         if hosts is None:
             counts["no_valid_host"] += 1
+            refused.append(event["id"])
             continue
         runner.placed(event, hosts)
         counts["placed"] += 1
@@ -381,6 +392,7 @@ def run(workload: dict[str, Any], budget: float) -> dict[str, Any]:
         "fill": runner.fleet.fill,
         "reached_fill": runner.fleet.full,
         "stopped_by": stopped,
+        "no_valid_host_ids": refused[:_IDS_SHOWN],
         "budget_s": budget,
         "enabled_filters": runner.enabled_filters,
         "weighers": runner.weighers,

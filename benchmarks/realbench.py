@@ -7,7 +7,9 @@ workload's figure of the same run beside it, and, when Nova's venv is there
 (``make nova-venv``), runs real Nova's scheduler code
 (:mod:`benchmarks.nova_real`) on a prefix of the same events in a subprocess
 within a time budget, then actorsched on exactly the requests Nova got
-through, for the ratio.
+through, for the ratio; and, as a cross-check of the two runners, both fill
+a 100-host cluster to the line on the same events (their placed and
+NoValidHost counts should nearly agree).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ async def realistic_section(
     nova_python: Path | None = DEFAULT_NOVA_PYTHON,
     nova_budget: float = 60.0,
     nova_max_events: int = 20_000,
+    crosscheck_hosts: int = 100,
 ) -> dict[str, Any]:
     """The realistic rows, the plain figures beside them, and real Nova's when it is there."""
     rows: list[dict[str, Any]] = []
@@ -143,4 +146,39 @@ async def realistic_section(
             nova["actorsched_same_events_no_valid_host"] = same[0]["no_valid_host"]
             nova["ratio"] = ours / nova["requests_per_s"] if nova["requests_per_s"] else None
             nova_rows.append(nova)
-    return {"components": (components or Components()).__repr__(), "rows": rows, "nova": nova_rows}
+    crosscheck = None
+    if nova_ok and crosscheck_hosts:
+        assert nova_python is not None
+        progress.detail(
+            f"real Nova and actorsched, both to the fill line, {crosscheck_hosts} hosts"
+        )
+        crosscheck = await _optional_crosscheck(
+            nova_python, generate(crosscheck_hosts, components=components), notes
+        )
+    return {
+        "components": repr(components or Components()),
+        "rows": rows,
+        "nova": nova_rows,
+        "crosscheck": crosscheck,
+    }
+
+
+async def _optional_crosscheck(
+    nova_python: Path, workload: dict[str, Any], notes: list[str]
+) -> dict[str, Any] | None:
+    """Both schedulers fill the same small cluster to the line: their counts side by side
+    (the two runners read the events alike when these agree)."""
+    keys = ("requests", "placed", "instances", "no_valid_host", "reports", "fill")
+    try:
+        nova = await nova_subprocess(
+            nova_python, workload, 300.0, max_events=len(workload["events"])
+        )
+    except Exception as exc:
+        notes.append(f"real Nova cross-check failed: {type(exc).__name__}: {exc}")
+        return None
+    ours = await run_actorsched(workload)
+    return {
+        "hosts": len(workload["hosts"]),
+        "nova": {k: nova[k] for k in (*keys, "reached_fill", "requests_per_s")},
+        "actorsched": {k: ours[k] for k in (*keys, "reached_fill", "requests_per_s")},
+    }

@@ -119,6 +119,7 @@ async def run_actorsched(
     if specs is None:
         specs = build_specs(workload, aggregates=aggregates)
     fleet = Fleet(workload)
+    refused: list[str] = []
     counts = {"requests": 0, "placed": 0, "instances": 0, "no_valid_host": 0, "reports": 0}
     async with Scheduler(realistic_config(workload, seed=workload["seed"])) as scheduler:
         await scheduler.update_hosts([_host_report(h) for h in workload["hosts"]])
@@ -146,6 +147,7 @@ async def run_actorsched(
                     selections = await scheduler.select_destinations(spec)
                 except NoValidHost:
                     counts["no_valid_host"] += 1
+                    refused.append(event["id"])
                     continue
                 fleet.place(event, [s.host for s in selections])
                 counts["placed"] += 1
@@ -163,4 +165,5 @@ async def run_actorsched(
         "fill": fleet.fill,
         "reached_fill": fleet.full,
         "events_left": sum(1 for _ in todo),
+        "no_valid_host_ids": refused[:200],
     }

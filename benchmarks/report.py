@@ -399,4 +399,14 @@ def _format_realistic(realistic: dict[str, Any]) -> list[str]:
             f"actorsched on the same requests {n['actorsched_same_events_per_s']:,.0f}/s: "
             f"{'-' if ratio is None else f'{ratio:,.0f}x'}"
         )
+    check = realistic.get("crosscheck")
+    if check:
+        nova, ours = check["nova"], check["actorsched"]
+        out.append(
+            f"cross-check, both filling {check['hosts']} hosts to the line on the same events: "
+            f"Nova {nova['requests']:,} requests, {nova['placed']:,} placed, "
+            f"{nova['no_valid_host']:,} NoValidHost ({nova['requests_per_s']:.0f}/s); "
+            f"actorsched {ours['requests']:,}, {ours['placed']:,}, {ours['no_valid_host']:,} "
+            f"({ours['requests_per_s']:,.0f}/s)"
+        )
     return out

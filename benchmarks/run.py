@@ -648,6 +648,7 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     components=Components.parse(args.realistic_mix),
                     nova_python=None if args.no_nova else args.nova_python,
                     nova_budget=plan.nova_budget,
+                    crosscheck_hosts=20 if args.quick else 100,
                 ),
             )
             progress.advance()

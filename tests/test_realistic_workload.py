@@ -132,8 +132,10 @@ async def test_actorsched_fills_a_small_cluster_to_the_line() -> None:
 
 
 @pytest.mark.skipif(not DEFAULT_NOVA_PYTHON.exists(), reason="no Nova venv (make nova-venv)")
-def test_real_nova_places_a_small_workload(tmp_path: Path) -> None:
-    path = write(generate(20, seed=9), tmp_path / "w.json")
+@pytest.mark.parametrize("aggregates", [False, True])
+def test_real_nova_places_a_small_workload(tmp_path: Path, aggregates: bool) -> None:
+    workload = generate(20, seed=9, components=Components(aggregates=aggregates))
+    path = write(workload, tmp_path / "w.json")
     done = subprocess.run(
         [str(DEFAULT_NOVA_PYTHON), "-m", "benchmarks.nova_real", str(path), "--budget", "20"],
         cwd=_ROOT,
@@ -149,3 +151,4 @@ def test_real_nova_places_a_small_workload(tmp_path: Path) -> None:
     assert result["reports"] > 0
     assert "NumInstancesFilter" in result["enabled_filters"]
     assert "RAMWeigher" in result["weighers"]
+    assert ("AggregateInstanceExtraSpecsFilter" in result["enabled_filters"]) == aggregates
