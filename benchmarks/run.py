@@ -11,7 +11,11 @@ What one run measures, on the same hosts and requests for every scheduler:
   per-host filter chain), each with its ratio to actorsched;
 * host reports applied per second (Scheduler API and core alone);
 * resident memory of 100,000 hosts, in a fresh process;
-* the journal on against off, and AMQP end to end, when those have landed.
+* the journal on against off, and AMQP end to end, when those have landed;
+* the realistic mix (:mod:`benchmarks.realistic`): requests/s filling an
+  empty cluster to 90 % beside the plain workload's figure, and real
+  OpenStack Nova's scheduler code on the same events when ``make nova-venv``
+  has made its venv (:mod:`benchmarks.realbench`).
 
 It prints a progress bar on stderr, a summary with PASS/FAIL per target on
 stdout, and writes a JSON file and PNG plots (``--out``). Every figure is a
