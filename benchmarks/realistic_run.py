@@ -29,11 +29,19 @@ __all__ = ["AGGREGATES_API", "build_spec", "build_specs", "realistic_config", "r
 # RequestSpec.flavor_name/extra_specs, AggregateInstanceExtraSpecsFilter) is
 # merged: the aggregates component is then driven on actorsched's side too.
 AGGREGATES_API = False
+_AGGREGATE_FILTER = "AggregateInstanceExtraSpecsFilter"
 
 
-def realistic_config(workload: dict[str, Any], *, seed: int = 0) -> SchedulerConfig:
-    """Nova's defaults, its per-host limits ON (50 instances, 8 I/O operations)."""
+def realistic_config(
+    workload: dict[str, Any], *, seed: int = 0, aggregates: bool = False
+) -> SchedulerConfig:
+    """Nova's defaults, its per-host limits ON (50 instances, 8 I/O operations); with
+    ``aggregates``, AggregateInstanceExtraSpecsFilter enabled too (as Nova's runner has it)."""
+    filters = list(SchedulerConfig().enabled_filters)
+    if aggregates and _AGGREGATE_FILTER not in filters:
+        filters.append(_AGGREGATE_FILTER)
     return SchedulerConfig(
+        enabled_filters=filters,
         max_instances_per_host=workload["max_instances_per_host"],
         max_io_ops_per_host=workload["max_io_ops_per_host"],
         cpu_allocation_ratio=workload["cpu_allocation_ratio"],
@@ -121,7 +129,10 @@ async def run_actorsched(
     fleet = Fleet(workload)
     refused: list[str] = []
     counts = {"requests": 0, "placed": 0, "instances": 0, "no_valid_host": 0, "reports": 0}
-    async with Scheduler(realistic_config(workload, seed=workload["seed"])) as scheduler:
+    config = realistic_config(
+        workload, seed=workload["seed"], aggregates=aggregates and wants_aggregates
+    )
+    async with Scheduler(config) as scheduler:
         await scheduler.update_hosts([_host_report(h) for h in workload["hosts"]])
         if aggregates and wants_aggregates:
             await _create_aggregates(scheduler, workload)
