@@ -11,7 +11,11 @@ What one run measures, on the same hosts and requests for every scheduler:
   per-host filter chain), each with its ratio to actorsched;
 * host reports applied per second (Scheduler API and core alone);
 * resident memory of 100,000 hosts, in a fresh process;
-* the journal on against off, and AMQP end to end, when those have landed.
+* the journal on against off, and AMQP end to end, when those have landed;
+* the realistic mix (:mod:`benchmarks.realistic`): requests/s filling an
+  empty cluster to 90 % beside the plain workload's figure, and real
+  OpenStack Nova's scheduler code on the same events when ``make nova-venv``
+  has made its venv (:mod:`benchmarks.realbench`).
 
 It prints a progress bar on stderr, a summary with PASS/FAIL per target on
 stdout, and writes a JSON file and PNG plots (``--out``). Every figure is a
@@ -59,6 +63,8 @@ from .measure import (
 )
 from .memory import measure_rss
 from .progress import Progress
+from .realbench import DEFAULT_NOVA_PYTHON, realistic_section
+from .realistic import Components
 from .report import evaluate_targets, format_summary
 from .stall import host_states_stall
 from .workload import bench_config, capacity_requests, make_reports, make_specs, next_generation
@@ -145,6 +151,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="profile placements at 10,000 hosts with pyinstrument (text file beside the JSON)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--realistic-hosts",
+        type=_int_list,
+        default=None,
+        help="host counts of the realistic workload, filled to 90%% (default 1000,10000)",
+    )
+    parser.add_argument("--no-realistic", action="store_true", help="skip the realistic workload")
+    parser.add_argument(
+        "--realistic-repeat",
+        type=int,
+        default=None,
+        help="fills per realistic figure (median; default --repeat). One fill of 10,000 "
+        "hosts is about 230,000 requests, some 40 s",
+    )
+    parser.add_argument(
+        "--realistic-mix",
+        default="",
+        help='components of the realistic mix, e.g. "-groups" or "none,zones,reports" '
+        "(default all but aggregates)",
+    )
+    parser.add_argument(
+        "--nova-python",
+        type=Path,
+        default=DEFAULT_NOVA_PYTHON,
+        help=f"the Python of Nova's venv, for real Nova (default {DEFAULT_NOVA_PYTHON}; "
+        "make nova-venv)",
+    )
+    parser.add_argument(
+        "--nova-budget", type=float, default=None, help="seconds real Nova gets per host count (60)"
+    )
+    parser.add_argument("--no-nova", action="store_true", help="skip real Nova")
 
 
 @dataclass(slots=True)
@@ -164,6 +201,9 @@ class Plan:
     failover_hosts: int
     failover_claims: int
     failover_rounds: int
+    realistic_hosts: list[int]
+    realistic_concurrency: list[int]
+    nova_budget: float
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -189,6 +229,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
         failover_hosts=200 if quick else 10_000,
         failover_claims=1_000 if quick else 100_000,
         failover_rounds=2 if quick else 10,
+        realistic_hosts=sorted(
+            set(args.realistic_hosts or ([50, 300] if quick else [1_000, 10_000]))
+        ),
+        realistic_concurrency=[c for c in sorted(set(concurrency)) if c <= 64] or [1],
+        nova_budget=args.nova_budget or (3.0 if quick else 60.0),
     )
 
 
@@ -412,6 +457,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_failover else 1
     n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
+    n += 0 if args.no_realistic else 1
     return n
 
 
@@ -584,6 +630,29 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     hosts=plan.failover_hosts,
                     claims=plan.failover_claims,
                     rounds=plan.failover_rounds,
+                ),
+            )
+            progress.advance()
+
+        if not args.no_realistic:
+            progress.step(
+                f"realistic workload to 90% at {', '.join(f'{h:,}' for h in plan.realistic_hosts)}"
+                " hosts, and real Nova"
+            )
+            results["realistic"] = await _optional(
+                "realistic workload",
+                notes,
+                realistic_section(
+                    plan.realistic_hosts,
+                    plan.realistic_concurrency,
+                    args.realistic_repeat or plan.repeat,
+                    results["placements"],
+                    notes,
+                    progress,
+                    components=Components.parse(args.realistic_mix),
+                    nova_python=None if args.no_nova else args.nova_python,
+                    nova_budget=plan.nova_budget,
+                    crosscheck_hosts=20 if args.quick else 100,
                 ),
             )
             progress.advance()

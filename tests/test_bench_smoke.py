@@ -25,7 +25,15 @@ def _args(tmp_path: Path, *extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)
     return parser.parse_args(
-        ["--quick", "--no-amqp", "--out", str(tmp_path / "latest.json"), *extra]
+        [
+            "--quick",
+            "--no-amqp",
+            "--nova-python",
+            str(tmp_path / "no-nova" / "python"),  # the bench must run on without real Nova
+            "--out",
+            str(tmp_path / "latest.json"),
+            *extra,
+        ]
     )
 
 
@@ -88,7 +96,8 @@ def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
 def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
-    assert len(targets) == 12  # the core and journal issues', fail-over, stall, two floods
+    # the core and journal issues', fail-over, stall, two floods, the realistic mix's two
+    assert len(targets) == 14
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
@@ -187,3 +196,36 @@ async def test_the_body_flood_is_cut_to_heads_and_the_baseline_reads_it_whole() 
     # read whole (the baseline), at least one of them is resident at once
     assert flood["peak_rss_growth_mib"] < 16
     assert flood["uncapped_peak_rss_growth_mib"] > 24
+
+
+def test_the_realistic_mix_filled_each_cluster_beside_the_plain_figure(
+    results: dict[str, object],
+) -> None:
+    realistic = results["realistic"]
+    assert isinstance(realistic, dict), results.get("notes")
+    rows = realistic["rows"]
+    assert {(r["hosts"], r["concurrency"]) for r in rows} == {
+        (h, c) for h in (50, 300) for c in (1, 16)
+    }
+    for r in rows:
+        assert r["reached_fill"], r
+        assert 0.9 <= r["fill"] < 0.95, r
+        assert r["placed"] > 0, r
+        assert r["reports"] > 0, r
+        assert r["requests"] == r["placed"] + r["no_valid_host"], r
+        assert r["requests_per_s"] > 0, r
+        assert r["plain_placements_per_s"] > 0, r
+        assert r["realistic_over_plain"] > 0, r
+    assert realistic["nova"] == []
+    notes = results["notes"]
+    assert isinstance(notes, list)
+    assert sum("real Nova not measured" in n for n in notes) == 1, notes
+
+
+def test_the_summary_shows_the_realistic_rows(results: dict[str, object]) -> None:
+    from benchmarks.report import format_summary
+
+    summary = format_summary(results)
+    assert "realistic mix, filled from empty to 90% of RAM" in summary
+    assert "note: real Nova not measured: no Nova venv at" in summary
+    assert "x real Nova, realistic mix, 1,000 hosts" in summary
