@@ -3,38 +3,46 @@
 It reads the machine it runs on with psutil (memory, logical CPUs, the size
 of the file system at ``disk_path``) and, optionally, the instances running
 here (a JSON list from ``instances_file`` or printed by
-``instances_command``: uuids, or objects with ``uuid`` and optionally
-``vcpus``), and sends a :class:`~actorsched.models.HostReport` every
-``interval`` seconds with a rising generation, the zone and traits of its
-settings (``[agent]`` table, ``ACTORSCHED_<FIELD>`` or flags; see
-:mod:`actorsched.settings`).
+``instances_command``: objects with ``uuid`` and the instance's flavor,
+``memory_mb``, ``vcpus`` and ``disk_gb``), and sends a
+:class:`~actorsched.models.HostReport` every ``interval`` seconds with a
+rising generation, the zone and traits of its settings (``[agent]`` table,
+``ACTORSCHED_<FIELD>`` or flags; see :mod:`actorsched.settings`).
 
-Figures: ``memory_mb`` is the machine's memory and ``memory_mb_used`` what
-is in use now (total minus available); ``vcpus`` its logical CPUs and
-``vcpus_used`` the sum of the listed instances' ``vcpus``; ``local_gb`` and
-``local_gb_used`` the file system's size and use, in GiB.
+Figures: ``memory_mb``, ``vcpus`` and ``local_gb`` are the machine's memory,
+logical CPUs and file system size (GiB). The used figures are what Nova's
+resource tracker reports, the sums of the listed instances' flavors, but
+never less than the machine uses now (memory not available, disk not free,
+rounded up): a scheduler that confirms a claim by a report counts it by the
+report's figures alone, so an instance must be counted by its flavor.
 
-When the instance list cannot be read, that round sends no report (a report
-with an empty list would tell the scheduler that nothing runs here) and
-says why in one line; the agent goes on. Exit codes: 0 after ``rounds``
-reports or SIGTERM/SIGINT, 1 when the broker stays unreachable, 2 for bad
-settings.
+When the instance list cannot be read, or would make an invalid report,
+that round sends no report (a report with an empty list would tell the
+scheduler that nothing runs here) and says why in one line; the agent goes
+on. Exit codes: 0 after ``rounds`` reports or SIGTERM/SIGINT, 1 when the
+broker stays unreachable, 2 for bad settings (a ``disk_path`` that is not a
+directory too).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import math
+import os
 import shlex
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiormq.exceptions
 import psutil
+from pydantic import ValidationError
 
 from . import settings
 from .amqp.client import SchedulerClient
@@ -56,12 +64,25 @@ class InstancesUnreadable(Exception):
     """The instance list could not be read or is not a JSON list of instances."""
 
 
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """The instances running here, and the sums of their flavors."""
+
+    uuids: list[str]
+    memory_mb: int
+    vcpus: int
+    disk_gb: int
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched report``."""
     settings.add_arguments(parser, settings.AGENT_FLAGS)
 
 
-def _parse_instances(text: str, origin: str) -> tuple[list[str], int]:
+_SIZES = ("memory_mb", "vcpus", "disk_gb")
+
+
+def _parse_instances(text: str, origin: str) -> Listed:
     try:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -69,27 +90,26 @@ def _parse_instances(text: str, origin: str) -> tuple[list[str], int]:
     if not isinstance(items, list):
         raise InstancesUnreadable(f"{origin} must be a JSON list, got {type(items).__name__}")
     uuids: list[str] = []
-    vcpus = 0
+    sums = dict.fromkeys(_SIZES, 0)
     for index, item in enumerate(items):
-        if isinstance(item, str):
-            uuids.append(item)
-        elif isinstance(item, dict) and isinstance(item.get("uuid"), str):
-            uuids.append(item["uuid"])
-            cpus = item.get("vcpus", 0)
-            if not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 0:
-                raise InstancesUnreadable(
-                    f"{origin}: item {index}: vcpus must be a whole number >= 0, got {cpus!r}"
-                )
-            vcpus += cpus
-        else:
+        if not (isinstance(item, dict) and isinstance(item.get("uuid"), str)):
             raise InstancesUnreadable(
-                f'{origin}: item {index} must be a uuid or an object with "uuid", got {item!r}'
+                f'{origin}: item {index} must be an object with "uuid", "memory_mb", "vcpus" '
+                f'and "disk_gb" (its flavor), got {item!r}'
             )
-    return uuids, vcpus
+        uuids.append(item["uuid"])
+        for size in _SIZES:
+            value = item.get(size)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InstancesUnreadable(
+                    f"{origin}: item {index}: {size} must be a whole number >= 0, got {value!r}"
+                )
+            sums[size] += value
+    return Listed(uuids, sums["memory_mb"], sums["vcpus"], sums["disk_gb"])
 
 
-def read_instances(agent: AgentSettings) -> tuple[list[str], int] | None:
-    """The instances here and the sum of their vCPUs, or None when none is configured.
+def read_instances(agent: AgentSettings) -> Listed | None:
+    """The instances here and their flavors' sums, or None when none is configured.
 
     Raises :class:`InstancesUnreadable` naming what went wrong.
     """
@@ -126,25 +146,38 @@ def read_instances(agent: AgentSettings) -> tuple[list[str], int] | None:
 
 
 def measure(agent: AgentSettings, generation: int) -> HostReport:
-    """This machine's report now (raises :class:`InstancesUnreadable`)."""
+    """This machine's report now (raises :class:`InstancesUnreadable`).
+
+    Used figures are as Nova's resource tracker counts them, the listed
+    instances' flavors, but never less than the machine uses now: a
+    scheduler that confirms a claim by this report then counts the
+    instance's whole flavor, whatever it touches yet.
+    """
     listed = read_instances(agent)
     memory = psutil.virtual_memory()
     disk = psutil.disk_usage(agent.disk_path)
-    return HostReport(
-        host=agent.host,
-        generation=generation,
-        memory_mb=memory.total // _MB,
-        memory_mb_used=min(memory.total, memory.total - memory.available) // _MB,
-        memory_mb_reserved=agent.memory_mb_reserved,
-        vcpus=psutil.cpu_count(logical=True) or 0,
-        vcpus_used=0 if listed is None else listed[1],
-        local_gb=disk.total // _GB,
-        local_gb_used=disk.used // _GB,
-        availability_zone=agent.availability_zone,
-        enabled=agent.enabled,
-        traits=list(agent.traits),
-        instances=[] if listed is None else listed[0],
-    )
+    in_use_mb = math.ceil((memory.total - memory.available) / _MB)
+    in_use_gb = math.ceil((disk.total - disk.free) / _GB)  # what users cannot write
+    try:
+        return HostReport(
+            host=agent.host,
+            generation=generation,
+            memory_mb=memory.total // _MB,
+            memory_mb_used=max(in_use_mb, listed.memory_mb if listed else 0),
+            memory_mb_reserved=agent.memory_mb_reserved,
+            vcpus=psutil.cpu_count(logical=True) or 0,
+            vcpus_used=listed.vcpus if listed else 0,
+            local_gb=disk.total // _GB,
+            local_gb_used=min(disk.total // _GB, max(in_use_gb, listed.disk_gb if listed else 0)),
+            availability_zone=agent.availability_zone,
+            enabled=agent.enabled,
+            traits=list(agent.traits),
+            instances=listed.uuids if listed else [],
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise InstancesUnreadable(f"the report would be invalid: {where}: {first['msg']}") from None
 
 
 def _next_generation(last: int) -> int:
@@ -157,6 +190,11 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
     agent = chosen.agent
     service = chosen.service
     stop = stop if stop is not None else asyncio.Event()
+    if not os.path.isdir(agent.disk_path):  # noqa: ASYNC240 (once, before anything starts)
+        raise settings.SettingsError(
+            f"setting disk_path={agent.disk_path} (from "
+            f"{chosen.sources.get('agent.disk_path', 'default')}): not a directory"
+        )
     client = SchedulerClient(service.amqp_url, queue=service.queue, batch=False)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + service.connect_timeout
@@ -171,7 +209,10 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
                 )
                 return 1
             log.warning("broker unreachable (%s); trying again in 1 s", exc)
-            await asyncio.sleep(1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            if stop.is_set():
+                return 0
     generation = 0
     rounds = 0
     try:

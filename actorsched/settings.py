@@ -26,14 +26,24 @@ import os
 import re
 import socket
 import tomllib
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
+from yarl import URL
 
 from .amqp.protocol import (
     DEFAULT_DELIVERY_LIMIT,
@@ -87,14 +97,33 @@ def default_journal_path() -> Path:
     return base / "journal.sqlite"
 
 
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _amqp_url(value: str) -> str:
+    try:
+        url = URL(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not a URL: {exc}") from None
+    if url.scheme not in ("amqp", "amqps") or not url.host:
+        raise ValueError("must be amqp://[user:password@]host[:port]/[vhost] (or amqps://)")
+    return value
+
+
 class ServiceSettings(BaseModel):
     """How ``serve`` runs: the broker, the journal, the endpoints, the logs."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    amqp_url: str = Field(DEFAULT_URL, min_length=1)
+    amqp_url: Annotated[str, AfterValidator(_amqp_url)] = DEFAULT_URL
     queue: Name = DEFAULT_QUEUE
-    # deliveries in flight at most (None: the smaller of 64 and mailbox_size)
+    # deliveries in flight at most, at most mailbox_size (None: the smaller of
+    # protocol.DEFAULT_PREFETCH and mailbox_size)
     prefetch: int | None = Field(None, ge=1, le=65_535)
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
     max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1)
@@ -109,17 +138,12 @@ class ServiceSettings(BaseModel):
     follow_interval: float = Field(DEFAULT_FOLLOW_INTERVAL, gt=0)
     # seconds to keep trying the broker at start, a line per attempt (0: try once)
     connect_timeout: float = Field(30.0, ge=0)
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = (
+        "INFO"
+    )
+    log_format: Annotated[Literal["text", "json"], BeforeValidator(_lower)] = "text"
     # a line per placement and per NoValidHost on the actorsched.decisions logger
     log_decisions: bool = True
-
-    @field_validator("log_level", "log_format", mode="before")
-    @classmethod
-    def _any_case(cls, value: Any, info: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        return value.upper() if info.field_name == "log_level" else value.lower()
 
 
 class AgentSettings(BaseModel):
@@ -139,8 +163,9 @@ class AgentSettings(BaseModel):
     rounds: int | None = Field(None, ge=1)  # reports to send, then stop (None: until stopped)
     disk_path: str = Field("/", min_length=1)  # the file system instances live on
     memory_mb_reserved: int = Field(0, ge=0)  # kept back for the host itself
-    # the instances running here: a JSON list of uuids, or of objects with "uuid"
-    # and optionally "vcpus", read from this file or printed by this command
+    # the instances running here: a JSON list of objects with "uuid" and their
+    # flavor's "memory_mb", "vcpus" and "disk_gb", read from this file or printed
+    # by this command
     instances_file: str | None = None
     instances_command: str | None = None
 
@@ -343,7 +368,7 @@ class Settings:
         return rows
 
 
-def _lax(section: str) -> type[BaseModel]:
+def _lax(section: str, *, strict: bool = False) -> type[BaseModel]:
     """A twin of the section's model that converts text (from the environment or a
     flag) to the field's type: each field optional, the same annotation."""
     model = _MODELS[section]
@@ -352,25 +377,38 @@ def _lax(section: str) -> type[BaseModel]:
     }
     return create_model(
         f"_Lax{model.__name__}",
-        __config__=ConfigDict(extra="forbid"),
+        __config__=ConfigDict(extra="forbid", strict=strict),
         **fields,
     )
 
 
 _LAX = {section: _lax(section) for section in _MODELS}
+# a file's values are typed already: checked strictly (an int for a float is fine)
+_STRICT = {section: _lax(section, strict=True) for section in _MODELS}
 
 
 class _EnvReader(BaseSettings):
     # pydantic-settings reads ACTORSCHED_<FIELD> (JSON for lists and tables) and
     # converts it to the field's type; the section's model checks its rules after
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False, validate_default=False
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        case_sensitive=False,
+        validate_default=False,
+        env_ignore_empty=True,
     )
 
 
+def _is_complex(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (list, dict)
+
+
 def _env_reader(section: str) -> type[BaseSettings]:
+    # lists and tables keep their type (pydantic-settings reads them as JSON);
+    # the rest stay text for the section's lax twin to convert and check
     fields: dict[str, Any] = {
-        name: (info.annotation, None) for name, info in _MODELS[section].model_fields.items()
+        name: (info.annotation if _is_complex(info.annotation) else Any, None)
+        for name, info in _MODELS[section].model_fields.items()
     }
     reader: type[BaseSettings] = create_model(
         f"_Env{section.title()}", __base__=_EnvReader, **fields
@@ -392,12 +430,15 @@ def _one_line(errors: ValidationError, origin: Mapping[str, str], raw: Mapping[s
     return "; ".join(lines)
 
 
-def _check(section: str, values: dict[str, Any], origin: Mapping[str, str]) -> dict[str, Any]:
-    """``values`` converted by the section's lax twin; SettingsError naming a bad one."""
+def _check(
+    section: str, values: dict[str, Any], origin: Mapping[str, str], *, strict: bool = False
+) -> dict[str, Any]:
+    """``values`` converted by the section's lax twin (checked by its strict one, for
+    a file's typed values); SettingsError naming a bad one."""
     if not values:
         return {}
     try:
-        checked = _LAX[section].model_validate(values)
+        checked = (_STRICT if strict else _LAX)[section].model_validate(values)
     except ValidationError as exc:
         raise SettingsError(_one_line(exc, origin, values)) from None
     return {name: getattr(checked, name) for name in values}
@@ -441,7 +482,9 @@ def _from_env(section: str) -> dict[str, Any]:
     given = {
         key[len(ENV_PREFIX) :].lower(): value
         for key, value in os.environ.items()
-        if key.upper().startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :].lower() in names
+        if key.upper().startswith(ENV_PREFIX)
+        and key[len(ENV_PREFIX) :].lower() in names
+        and value != ""  # set but empty: as if unset
     }
     if not given:
         return {}
@@ -494,8 +537,8 @@ def load(args: argparse.Namespace | None = None) -> Settings:
         raw = flags[section]
         layers.append((raw, {name: option_of[(section, name)] for name in raw}))
         values: dict[str, Any] = {}
-        for raw, origin in layers:
-            values.update(_check(section, dict(raw), origin))
+        for layer, (raw, origin) in enumerate(layers):
+            values.update(_check(section, dict(raw), origin, strict=layer == 0))
             sources.update({f"{section}.{name}": where for name, where in origin.items()})
         merged[section] = values
     origin = {key.split(".", 1)[1]: where for key, where in sources.items()}
@@ -503,7 +546,16 @@ def load(args: argparse.Namespace | None = None) -> Settings:
         models = {section: model(**merged[section]) for section, model in _MODELS.items()}
     except ValidationError as exc:
         raise SettingsError(_one_line(exc, origin, {})) from None
-    return Settings(sources=sources, **models)  # type: ignore[arg-type]
+    settings = Settings(sources=sources, **models)  # type: ignore[arg-type]
+    prefetch = settings.service.prefetch
+    mailbox = settings.scheduler.mailbox_size
+    if prefetch is not None and prefetch > mailbox:
+        raise SettingsError(
+            f"setting prefetch={prefetch} (from {sources['service.prefetch']}): must be at most "
+            f"mailbox_size={mailbox} (from {sources.get('scheduler.mailbox_size', 'default')}), "
+            "so that every delivery fits in the mailbox"
+        )
+    return settings
 
 
 def _shown(key: str, value: Any) -> Any:

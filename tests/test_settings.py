@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import sys
+import time
 import typing
 from pathlib import Path
 from typing import Any
@@ -58,7 +61,8 @@ def _other_value(model: type[BaseModel], name: str) -> Any:
     if isinstance(default, float):
         return default * 2 if default else 1.5
     if isinstance(default, str):
-        return "/tmp/elsewhere.sqlite" if name == "journal" else f"other-{default}"[:255]
+        special = {"journal": "/tmp/elsewhere.sqlite", "amqp_url": "amqp://u:p@elsewhere:5673/v"}
+        return special.get(name, f"other-{default}"[:255])
     assert default is None, (name, default)
     numbers = {"metrics_port": 9109, "prefetch": 7, "rounds": 7, "seed": 7}
     return numbers.get(name, f"other-{name}")
@@ -318,3 +322,73 @@ def test_serve_tries_the_broker_for_connect_timeout_with_a_line_per_attempt(
     assert "trying again in 1.0 s" in attempts[0]
     assert "amqp://guest:***@127.0.0.1:1/" in attempts[0]
     assert "unreachable after 3 attempt(s) in 2.5 s (--connect-timeout)" in result.stderr
+
+
+def test_log_level_and_format_take_any_case_from_every_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load(_args("--log-level", "debug")).service.log_level == "DEBUG"
+    monkeypatch.setenv("ACTORSCHED_LOG_FORMAT", "JSON")
+    assert load(_args()).service.log_format == "json"
+    path = tmp_path / "a.toml"
+    path.write_text('[service]\nlog_level = "warning"\n')
+    assert load(_args("--config", str(path))).service.log_level == "WARNING"
+
+
+def test_a_prefetch_over_the_mailbox_is_a_settings_error_naming_both() -> None:
+    with pytest.raises(SettingsError) as caught:
+        load(_args("--mailbox-size", "10", "--prefetch", "64"))
+    assert str(caught.value) == (
+        "setting prefetch=64 (from --prefetch): must be at most mailbox_size=10 (from "
+        "--mailbox-size), so that every delivery fits in the mailbox"
+    )
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://broker/", "amqp:///"])
+def test_a_broker_url_that_is_not_amqp_is_a_settings_error(url: str) -> None:
+    with pytest.raises(SettingsError, match=f"setting amqp_url={re.escape(url)} .*must be amqp://"):
+        load(_args("--amqp-url", url))
+
+
+def test_an_empty_environment_variable_is_as_if_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACTORSCHED_PREFETCH", "")
+    settings = load(_args())
+    assert settings.service.prefetch is None
+    assert settings.sources.get("service.prefetch", "default") == "default"
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [("mailbox_size = true", "mailbox_size"), ('host_subset_size = "3"', "host_subset_size")],
+)
+def test_a_files_values_are_checked_strictly(line: str, field: str, tmp_path: Path) -> None:
+    path = tmp_path / "a.toml"
+    path.write_text(f"[scheduler]\n{line}\n")
+    with pytest.raises(SettingsError, match=f"setting {field}="):
+        load(_args("--config", str(path)))
+
+
+def test_sigterm_while_the_broker_is_retried_stops_serve_at_once_with_0(tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "actorsched.cli",
+        "serve",
+        "--amqp-url",
+        "amqp://guest:guest@127.0.0.1:1/",
+        "--connect-timeout",
+        "60",
+        "--journal",
+        str(tmp_path / "j.sqlite"),
+    ]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        while "unreachable (attempt 1" not in line:
+            assert line, "serve ended before its first attempt"
+            line = process.stderr.readline()
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 5
+        assert "stopped before the broker could be reached" in process.stderr.read()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 from pathlib import Path
@@ -55,36 +56,40 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
     )
 
 
-async def _start(service: SchedulerService, within: float) -> None:
+async def _start(service: SchedulerService, within: float, stop: asyncio.Event) -> bool:
     """``service.start()``, tried again while the broker is unreachable, for ``within``
-    seconds at most (1 s, then doubling to 5 s between attempts), a line per attempt."""
+    seconds at most (1 s, then doubling to 5 s between attempts; each attempt at most
+    10 s), a line per attempt. False when ``stop`` was set first (SIGTERM meanwhile)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     pause = 1.0
     attempt = 1
-    while True:
+    while not stop.is_set():
         try:
-            await service.start()
-            return
-        except (aiormq.exceptions.AMQPConnectionError, OSError) as exc:
+            await asyncio.wait_for(service.start(), timeout=max(1.0, min(10.0, within)))
+            return True
+        except (aiormq.exceptions.AMQPConnectionError, OSError, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
             left = deadline - loop.time()
             if left <= 0:
                 raise ConnectionError(
                     f"broker {redact(service.url)} unreachable after {attempt} attempt(s) "
-                    f"in {within:g} s (--connect-timeout): {exc}"
+                    f"in {within:g} s (--connect-timeout): {reason}"
                 ) from exc
             wait = min(pause, left)
             log.warning(
                 "broker %s unreachable (attempt %d: %s); trying again in %.1f s, for %.0f s more",
                 redact(service.url),
                 attempt,
-                exc,
+                reason,
                 wait,
                 left,
             )
-            await asyncio.sleep(wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=wait)
             pause = min(pause * 2, 5.0)
             attempt += 1
+    return False
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
@@ -125,7 +130,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
                     connected=lambda: service.connected,
                 )
                 await endpoint.start()
-            await _start(service, options.connect_timeout)
+            if not await _start(service, options.connect_timeout, stop):
+                log.info("stopped before the broker could be reached")
+                return 0
             journal = scheduler.journal
             log.info(
                 "actorsched serve ready as standby: consuming %r on %s (single active "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +14,14 @@ import pytest
 from amqp_support import AMQP_URL, running_stack
 
 from actorsched import agent
-from actorsched.settings import AGENT_FLAGS, AgentSettings, Settings, add_arguments, load
+from actorsched.settings import (
+    AGENT_FLAGS,
+    AgentSettings,
+    Settings,
+    SettingsError,
+    add_arguments,
+    load,
+)
 
 pytestmark = pytest.mark.amqp
 
@@ -31,7 +39,14 @@ async def test_the_agent_reports_this_machine_with_its_zone_traits_and_instances
     tmp_path: Path,
 ) -> None:
     instances = tmp_path / "instances.json"
-    instances.write_text(json.dumps(["vm-a", {"uuid": "vm-b", "vcpus": 3}]))
+    instances.write_text(
+        json.dumps(
+            [
+                {"uuid": "vm-a", "memory_mb": 1, "vcpus": 1, "disk_gb": 1},
+                {"uuid": "vm-b", "memory_mb": 2**20, "vcpus": 3, "disk_gb": 0},
+            ]
+        )
+    )
     async with running_stack() as stack:
         chosen = _settings(
             stack.queue,
@@ -57,8 +72,11 @@ async def test_the_agent_reports_this_machine_with_its_zone_traits_and_instances
     assert sorted(state.traits) == ["CUSTOM_GPU", "CUSTOM_SSD"]
     assert state.memory_mb == memory.total // 2**20
     assert state.vcpus_total == psutil.cpu_count(logical=True)
-    assert state.vcpus_used == 3  # the listed instances' vCPUs
+    assert state.vcpus_used == 4  # the listed instances' flavors
     assert state.local_gb == disk.total // 2**30
+    # used: the flavors' sum (1 TiB + 1 MB of RAM here), never less than the machine uses
+    assert state.memory_mb - state.free_ram_mb == max(2**20 + 1, _in_use_mb(memory))
+    assert state.local_gb - state.free_disk_gb == -(-(disk.total - disk.free) // 2**30)
     assert state.num_instances == 2
     assert state.generation > 1_600_000_000_000  # milliseconds: rising across restarts too
 
@@ -67,7 +85,7 @@ async def test_an_unreadable_instance_list_sends_no_report_and_the_agent_goes_on
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     instances = tmp_path / "instances.json"
-    instances.write_text(json.dumps(["vm-a"]))
+    instances.write_text(json.dumps([{"uuid": "vm-a", "memory_mb": 1, "vcpus": 1, "disk_gb": 0}]))
     async with running_stack() as stack:
         common = ["--host", "h", "--disk-path", str(tmp_path), "--instances-file", str(instances)]
         assert await agent.run(_settings(stack.queue, *common, "--rounds", "1")) == 0
@@ -84,28 +102,62 @@ async def test_an_unreadable_instance_list_sends_no_report_and_the_agent_goes_on
     assert f"instances file {instances} is not JSON" in lines[0]
 
 
+def _in_use_mb(memory: object) -> int:
+    total, available = memory.total, memory.available  # type: ignore[attr-defined]
+    return int(-(-(total - available) // 2**20))
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         ('{"uuid": "x"}', "must be a JSON list, got dict"),
-        ("[1]", 'item 0 must be a uuid or an object with "uuid", got 1'),
-        ('[{"uuid": "x", "vcpus": -1}]', "item 0: vcpus must be a whole number >= 0, got -1"),
+        ('["vm-1"]', 'item 0 must be an object with "uuid", "memory_mb", "vcpus" and "disk_gb"'),
+        ('[{"uuid": "x", "memory_mb": 1, "vcpus": -1, "disk_gb": 0}]',
+         "item 0: vcpus must be a whole number >= 0, got -1"),
+        ('[{"uuid": "x", "vcpus": 1, "disk_gb": 0}]',
+         "item 0: memory_mb must be a whole number >= 0, got None"),
     ],
-)
+)  # fmt: skip
 def test_a_bad_instance_list_is_refused_naming_the_item(
     content: str, message: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "i.json"
     path.write_text(content)
     settings = AgentSettings(instances_file=str(path))
-    with pytest.raises(agent.InstancesUnreadable, match=message):
+    with pytest.raises(agent.InstancesUnreadable, match=re.escape(message)):
         agent.read_instances(settings)
 
 
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (["a", "a"], "instances: Value error, instances must list each uuid once"),
+        ([""], "instances.0: String should have at least 1 character"),
+    ],
+)
+def test_a_list_that_would_make_an_invalid_report_skips_the_round(
+    items: list[str], message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "i.json"
+    flavor = {"memory_mb": 1, "vcpus": 1, "disk_gb": 0}
+    path.write_text(json.dumps([{"uuid": u, **flavor} for u in items]))
+    settings = AgentSettings(instances_file=str(path))
+    with pytest.raises(agent.InstancesUnreadable, match=re.escape(message)):
+        agent.measure(settings, 1)
+
+
+async def test_a_disk_path_that_is_not_a_directory_is_a_settings_error(tmp_path: Path) -> None:
+    chosen = _settings("q", "--disk-path", str(tmp_path / "missing"), "--rounds", "1")
+    with pytest.raises(SettingsError, match=r"setting disk_path=.*missing \(from --disk-path\)"):
+        await agent.run(chosen)
+
+
 def test_the_instance_list_may_come_from_a_command(tmp_path: Path) -> None:
-    command = f'{sys.executable} -c \'print("[\\"vm-1\\", \\"vm-2\\"]")\''
-    settings = AgentSettings(instances_command=command)
-    assert agent.read_instances(settings) == (["vm-1", "vm-2"], 0)
+    items = [{"uuid": f"vm-{i}", "memory_mb": 512, "vcpus": 2, "disk_gb": 10} for i in (1, 2)]
+    script = tmp_path / "list.py"
+    script.write_text(f"print({json.dumps(items)!r})")
+    settings = AgentSettings(instances_command=f"{sys.executable} {script}")
+    assert agent.read_instances(settings) == agent.Listed(["vm-1", "vm-2"], 1024, 4, 20)
     failing = AgentSettings(instances_command=f"{sys.executable} -c 'raise SystemExit(3)'")
     with pytest.raises(agent.InstancesUnreadable, match="exited 3"):
         agent.read_instances(failing)
