@@ -33,6 +33,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -59,6 +60,12 @@ class Envelope:
     now: float = 0.0
     result: object = None
     error: BaseException | None = None
+    sent: float = 0.0  # time.perf_counter() when sent, while an observer watches
+
+
+# Told each answered batch, and how long its journal commit took (None: no
+# journal): metrics and decision log lines, off the owner's step.
+Observer = Callable[[list[Envelope], float | None], None]
 
 
 class BatchSink(Protocol):
@@ -89,6 +96,7 @@ class Owner:
         clock: Callable[[], float],
         sink: BatchSink | None = None,
         max_waiting: int = _DEFAULT_MAX_WAITING,
+        observer: Observer | None = None,
     ) -> None:
         if max_waiting < 0:
             raise ValueError(f"max_waiting must be 0 or more, got {max_waiting}")
@@ -109,6 +117,7 @@ class Owner:
         self._closed = False
         self._pending_commits: set[asyncio.Task[None]] = set()
         self.stats = _Stats()
+        self.observer = observer
 
     @property
     def mailbox_depth(self) -> int:
@@ -151,6 +160,8 @@ class Owner:
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
+        if self.observer is not None:
+            envelope.sent = time.perf_counter()
         if not self._waiting:  # nobody in line: nobody unsent either, unless the mailbox is full
             try:
                 self._queue.put_nowait(envelope)
@@ -177,6 +188,8 @@ class Owner:
                 "the scheduler is not running; start it (async with Scheduler())"
             )
         envelope = Envelope(command, asyncio.get_running_loop().create_future())
+        if self.observer is not None:
+            envelope.sent = time.perf_counter()
         if not self._waiting:
             try:
                 self._queue.put_nowait(envelope)
@@ -289,10 +302,14 @@ class Owner:
             self.stats.batches += 1
             if self._sink is None:
                 _answer(applied)
+                self._observe(applied, None)
             else:
                 # hand the batch over now, while the core is as this batch left it,
                 # and commit in the background: the owner goes on with the next batch
-                commit = asyncio.ensure_future(self._commit(applied, self._hand_off(applied)))
+                handed = time.perf_counter()
+                commit = asyncio.ensure_future(
+                    self._commit(applied, self._hand_off(applied), handed)
+                )
                 self._pending_commits.add(commit)
                 commit.add_done_callback(self._pending_commits.discard)
         if self._pending_commits:
@@ -308,7 +325,7 @@ class Owner:
             return exc
 
     async def _commit(
-        self, batch: list[Envelope], durable: Awaitable[None] | BaseException
+        self, batch: list[Envelope], durable: Awaitable[None] | BaseException, handed: float
     ) -> None:
         try:
             if isinstance(durable, BaseException):
@@ -325,6 +342,17 @@ class Owner:
                 _fail(env.future, exc)
             return
         _answer(batch)
+        self._observe(batch, time.perf_counter() - handed)
+
+    def _observe(self, batch: list[Envelope], commit_seconds: float | None) -> None:
+        observer = self.observer
+        if observer is None:
+            return
+        try:
+            observer(batch, commit_seconds)
+        except Exception:  # metrics must never stop the owner
+            log.exception("the batch observer failed; it is switched off")
+            self.observer = None
 
     def _fail_queued(self) -> None:
         while not self._queue.empty():

@@ -24,7 +24,7 @@ import logging
 import platform
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -37,13 +37,17 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import generate_latest
 
+from .core.commands import COMMANDS, SelectDestinations
 from .errors import NoValidHost
 from .models import RequestSpec, Selection
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .actor import BatchSink, Envelope
+    from .actor import Envelope
     from .scheduler import Scheduler
+
+# commands that the journal writes (a batch of reads alone commits nothing)
+_WRITES = frozenset(entry.command for entry in COMMANDS if entry.record is not None)
 
 __all__ = ["DECISIONS", "SchedulerMetrics", "label"]
 
@@ -139,6 +143,29 @@ class SchedulerMetrics:
 
     # -- observing -----------------------------------------------------------
 
+    def observe_batch(self, batch: list[Envelope], commit_seconds: float | None) -> None:
+        """One answered batch of the owner: each placement's time and decision lines,
+        and the journal commit's time and size when it wrote anything.
+
+        The owner calls this once per batch after answering it, so a
+        placement costs a histogram observation and, with INFO on, its lines.
+        """
+        now = time.perf_counter()
+        writes = 0
+        for env in batch:
+            kind = type(env.command)
+            if kind is SelectDestinations:
+                if env.sent:
+                    command = env.command
+                    assert isinstance(command, SelectDestinations)
+                    self.placed(command.spec, env.result, env.error, now - env.sent)
+                writes += 1
+            elif kind in _WRITES:
+                writes += 1
+        if commit_seconds is not None and writes:
+            self.commit.observe(commit_seconds)
+            self.commit_batch.observe(writes)
+
     def placed(
         self, spec: RequestSpec, result: Any, error: BaseException | None, took: float
     ) -> None:
@@ -167,10 +194,6 @@ class SchedulerMetrics:
         else:
             self._failed.observe(took)
 
-    def timed_sink(self, sink: BatchSink) -> BatchSink:
-        """``sink`` with each commit's duration and size observed."""
-        return _TimedSink(sink, self)
-
 
 def _log_placed(spec: RequestSpec, selections: list[Selection], took: float) -> None:
     size = f"{spec.memory_mb} MB, {spec.vcpus} vCPU, {spec.disk_gb} GB"
@@ -195,17 +218,3 @@ def _log_placed(spec: RequestSpec, selections: list[Selection], took: float) -> 
                 "took_ms": round(took * 1e3, 3),
             },
         )
-
-
-class _TimedSink:
-    def __init__(self, sink: BatchSink, metrics: SchedulerMetrics) -> None:
-        self._sink = sink
-        self._metrics = metrics
-
-    def submit(self, batch: list[Envelope]) -> Awaitable[None]:
-        self._metrics.commit_batch.observe(len(batch))
-        return self._timed(self._sink.submit(batch), time.perf_counter())
-
-    async def _timed(self, durable: Awaitable[None], started: float) -> None:
-        await durable
-        self._metrics.commit.observe(time.perf_counter() - started)

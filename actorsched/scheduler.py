@@ -301,7 +301,8 @@ class Scheduler:
             max_waiting=self.config.max_waiting,
             max_batch=self.config.max_batch,
             clock=self._clock,
-            sink=self._timed(journal if journal is not None else self._sink),
+            sink=journal if journal is not None else self._sink,
+            observer=self.metrics.observe_batch if self.metrics is not None else None,
         )
         self._owner.start()
         self._role = "active"
@@ -392,45 +393,23 @@ class Scheduler:
         and SchedulerStopped when the scheduler stops before it got a place.
         """
         _check_command(command)
-        future = await self._running_owner().send(command)
-        if self.metrics is not None and type(command) is SelectDestinations:
-            self._watch(command.spec, future, time.perf_counter())
-        return future
+        return await self._running_owner().send(command)
 
     def _ask(self, command: Command[R], wait: bool = True) -> asyncio.Future[R]:
         owner = self._owner
         if owner is None or self._stopped or self._role == "standby":
             owner = self._running_owner()  # raises the error that says which
-        future = owner.ask(command, wait)
-        if self.metrics is not None and type(command) is SelectDestinations:
-            self._watch(command.spec, future, time.perf_counter())
-        return future
+        return owner.ask(command, wait)
 
     def attach_metrics(self, metrics: SchedulerMetrics) -> None:
-        """Observe decisions and journal commits into ``metrics`` from now on (before
-        :meth:`start` for the journal's figures); ``Scheduler(metrics=...)`` does this."""
+        """Observe decisions and journal commits into ``metrics`` from now on (the
+        owner tells it each answered batch); ``Scheduler(metrics=...)`` does this."""
         if self.metrics is not None:
             raise SchedulerError("this scheduler has its metrics already")
         metrics.bind(self)
         self.metrics = metrics
-
-    def _watch(self, spec: RequestSpec, future: asyncio.Future[R], started: float) -> None:
-        metrics = self.metrics
-        assert metrics is not None
-
-        def answered(done: asyncio.Future[R]) -> None:
-            if done.cancelled():
-                return
-            took = time.perf_counter() - started
-            error = done.exception()
-            metrics.placed(spec, None if error is not None else done.result(), error, took)
-
-        future.add_done_callback(answered)
-
-    def _timed(self, sink: BatchSink | None) -> BatchSink | None:
-        if sink is None or self.metrics is None:
-            return sink
-        return self.metrics.timed_sink(sink)
+        if self._owner is not None:  # already running: the owner reports to it from now on
+            self._owner.observer = metrics.observe_batch
 
     def _running_owner(self) -> Owner:
         if self._role == "standby":
@@ -546,6 +525,16 @@ class Scheduler:
     def owner_alive(self) -> bool:
         """False only on an active scheduler whose owner task has ended."""
         return self._role != "active" or (self._owner is not None and self._owner.running)
+
+    @property
+    def health(self) -> str:
+        """``ok``; ``owner_stopped`` (active, its owner task ended); ``follow_stopped``
+        (a standby whose journal follower failed: it can no longer take over)."""
+        if not self.owner_alive:
+            return "owner_stopped"
+        if self._role == "standby" and self._follow_error is not None:
+            return "follow_stopped"
+        return "ok"
 
     @property
     def silent_host_count(self) -> int:

@@ -87,6 +87,30 @@ async def test_journal_commits_are_timed_and_sized(tmp_path: Path) -> None:
     assert _value(metrics, "actorsched_journal_commit_duration_seconds_sum") > 0
 
 
+async def test_a_batch_of_reads_alone_is_no_journal_commit(tmp_path: Path) -> None:
+    metrics = SchedulerMetrics()
+    async with Scheduler(journal=tmp_path / "j.sqlite", metrics=metrics) as s:
+        await s.update_host(make_report("h1"))
+        before = _value(metrics, "actorsched_journal_commit_duration_seconds_count")
+        for _ in range(5):
+            await s.host_states()
+            await s.where("vm-x")
+            await s.plan(make_spec("vm-1"))
+        after = _value(metrics, "actorsched_journal_commit_duration_seconds_count")
+    assert before >= 1
+    assert after == before
+
+
+async def test_metrics_attached_to_a_running_scheduler_see_its_next_placements() -> None:
+    async with Scheduler(SchedulerConfig(seed=0)) as s:
+        await s.update_host(make_report("h1"))
+        metrics = SchedulerMetrics(process=False)
+        s.attach_metrics(metrics)
+        await s.select_destinations(make_spec("vm-1"))
+    count = "actorsched_scheduling_attempt_duration_seconds_count"
+    assert _value(metrics, count, result="scheduled") == 1
+
+
 async def test_silent_hosts_and_the_owner_gauges() -> None:
     now = [1000.0]
     metrics = SchedulerMetrics()

@@ -121,8 +121,9 @@ class MetricsServer:
         return scheduler.role
 
     def _health(self) -> str:
-        """``ok`` while the process serves and, on the active owner, its owner task runs."""
-        return "ok" if self._metrics.scheduler.owner_alive else "owner_stopped"
+        """``ok`` while the process serves, with its owner task (active) or its journal
+        follower (standby) running; else what stopped (``Scheduler.health``)."""
+        return self._metrics.scheduler.health
 
     @property
     def port(self) -> int:
