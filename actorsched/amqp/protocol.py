@@ -37,7 +37,19 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, Valid
 from pydantic.json_schema import models_json_schema
 
 from ..errors import NoValidHost, SchedulerError, error_from_wire
-from ..models import HostReport, HostState, Name, RequestSpec, Selection
+from ..models import (
+    Aggregate,
+    AggregateHostRequest,
+    AggregateNameRequest,
+    AggregatesRequest,
+    CreateAggregateRequest,
+    HostReport,
+    HostState,
+    Name,
+    RequestSpec,
+    Selection,
+    UpdateAggregateRequest,
+)
 
 __all__ = [
     "BATCH",
@@ -59,6 +71,7 @@ __all__ = [
     "BadMessage",
     "BatchItem",
     "BatchRequest",
+    "DeleteAggregateResult",
     "ErrorReply",
     "HostReportResult",
     "HostStatesPage",
@@ -198,7 +211,8 @@ class BatchItem(_Body):
         min_length=1,
         max_length=64,
         description="an operation other than batch: select_destinations, host_report, "
-        "release, remove_host, host_states",
+        "release, remove_host, host_states, create_aggregate, update_aggregate, "
+        "delete_aggregate, add_host_to_aggregate, remove_host_from_aggregate, aggregates",
     )
     body: Any = Field(description="the JSON body that operation takes on its own")
 
@@ -229,6 +243,12 @@ class RemoveHostResult(_Body):
     """Result of ``remove_host``: False when the host was unknown."""
 
     removed: bool
+
+
+class DeleteAggregateResult(_Body):
+    """Result of ``delete_aggregate``: False when there was no such aggregate."""
+
+    deleted: bool
 
 
 class WireError(BaseModel):
@@ -285,6 +305,19 @@ class HostStatesReply(RootModel[OkReply[HostStatesPage] | ErrorReply]):
     """Reply to ``host_states``: a page of HostStates by host name, and the next cursor."""
 
 
+class AggregateReply(RootModel[OkReply[Aggregate] | ErrorReply]):
+    """Reply to ``create_aggregate``, ``update_aggregate``, ``add_host_to_aggregate``
+    and ``remove_host_from_aggregate``: the aggregate as it is now."""
+
+
+class DeleteAggregateReply(RootModel[OkReply[DeleteAggregateResult] | ErrorReply]):
+    """Reply to ``delete_aggregate``."""
+
+
+class AggregatesReply(RootModel[OkReply[list[Aggregate]] | ErrorReply]):
+    """Reply to ``aggregates``: every host aggregate, by name."""
+
+
 class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
     """The reply to one item of a ``batch``: what that operation alone would reply."""
 
@@ -319,6 +352,14 @@ OPERATIONS: dict[str, Operation] = {
         Operation("release", ReleaseRequest, ReleaseReply, ReleaseResult),
         Operation("remove_host", RemoveHostRequest, RemoveHostReply, RemoveHostResult),
         Operation("host_states", HostStatesRequest, HostStatesReply, HostStatesPage),
+        Operation("create_aggregate", CreateAggregateRequest, AggregateReply, Aggregate),
+        Operation("update_aggregate", UpdateAggregateRequest, AggregateReply, Aggregate),
+        Operation(
+            "delete_aggregate", AggregateNameRequest, DeleteAggregateReply, DeleteAggregateResult
+        ),
+        Operation("add_host_to_aggregate", AggregateHostRequest, AggregateReply, Aggregate),
+        Operation("remove_host_from_aggregate", AggregateHostRequest, AggregateReply, Aggregate),
+        Operation("aggregates", AggregatesRequest, AggregatesReply, list[Aggregate]),
         Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }

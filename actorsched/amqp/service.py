@@ -71,11 +71,17 @@ from yarl import URL
 
 from ..core import (
     COMMANDS,
+    AddHostToAggregate,
     Command,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetHostStates,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
 )
 from ..core.views import HostStatesImage
@@ -99,6 +105,7 @@ from .protocol import (
     TRUNCATED_HEADER,
     BadMessage,
     BatchRequest,
+    DeleteAggregateResult,
     HostReportResult,
     HostStatesPage,
     HostStatesRequest,
@@ -184,6 +191,24 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] =
         lambda removed: RemoveHostResult(removed=bool(removed)),
     ),
     "host_states": (lambda request: GetHostStates(request.cursor, request.limit), _page),
+    "create_aggregate": (
+        lambda request: CreateAggregate(request.name, request.metadata, tuple(request.hosts)),
+        _as_is,
+    ),
+    "update_aggregate": (lambda request: UpdateAggregate(request.name, request.metadata), _as_is),
+    "delete_aggregate": (
+        lambda request: DeleteAggregate(request.name),
+        lambda deleted: DeleteAggregateResult(deleted=bool(deleted)),
+    ),
+    "add_host_to_aggregate": (
+        lambda request: AddHostToAggregate(request.name, request.host),
+        _as_is,
+    ),
+    "remove_host_from_aggregate": (
+        lambda request: RemoveHostFromAggregate(request.name, request.host),
+        _as_is,
+    ),
+    "aggregates": (lambda request: GetAggregates(), _as_is),
 }
 # every command with an operation of its own (core.COMMANDS) is routed, and nothing else
 assert (

@@ -4,13 +4,20 @@ No asyncio here.
 """
 
 from .commands import (
+    AGGREGATE_COMMANDS,
     COMMANDS,
+    AddHostToAggregate,
     Command,
     CommandInfo,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetHostStates,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
@@ -21,11 +28,16 @@ from .table import HostTable
 from .weighers import HostWeigher
 
 __all__ = [
+    "AGGREGATE_COMMANDS",
     "COMMANDS",
+    "AddHostToAggregate",
     "Claim",
     "ClaimLedger",
     "Command",
     "CommandInfo",
+    "CreateAggregate",
+    "DeleteAggregate",
+    "GetAggregates",
     "GetHostStates",
     "HostFilter",
     "HostTable",
@@ -34,8 +46,10 @@ __all__ = [
     "PlacementContext",
     "Release",
     "RemoveHost",
+    "RemoveHostFromAggregate",
     "SchedulerCore",
     "SelectDestinations",
+    "UpdateAggregate",
     "UpdateHost",
     "UpdateHosts",
 ]

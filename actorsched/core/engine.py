@@ -18,26 +18,41 @@ Rules this module keeps (everything that changes host state lives here):
   credit: that listing is the released instance, and the claim is
   confirmed only by a listing after the credit ended.
 * A report is applied only when its generation is above the host's last.
+* Host aggregates change only through the admin commands, each checked
+  whole before any change (a refused one changes nothing). A row's zone is
+  its aggregates' ``availability_zone`` when they have one, else its
+  report's; its allocation ratios are, per resource, its aggregates'
+  smallest when that Aggregate*Filter is enabled, else the ratio its report
+  carries, else the configured one. Both are rewritten for exactly the
+  hosts an aggregate change concerns, and for a host when it reports.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar, cast
 
 import numpy as np
 
 from ..errors import InvalidRequest
-from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from ..models import Aggregate, HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from .aggregates import AZ_KEY, AggregateBook, AggregateChange
 from .commands import (
+    AddHostToAggregate,
     Command,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetHostStates,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
@@ -64,6 +79,13 @@ _EMPTY: frozenset[str] = frozenset()
 # Distinct request fingerprints kept for sharing between claims before the
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
+# a report's own allocation ratios (ram, cpu, disk); all None in most reports
+_REPORTED_RATIOS = operator.attrgetter(
+    "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
+)
+_NO_RATIOS = (None, None, None)
+# the filter whose aggregate ratio a row takes, per resource (ram, cpu, disk)
+_AGGREGATE_RATIO_FILTERS = ("AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter")
 
 
 class SchedulerCore:
@@ -128,6 +150,14 @@ class SchedulerCore:
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
         self._fingerprints: dict[object, str] = {}  # see _fingerprint
+        self.aggregates = AggregateBook(config)
+        self.table.membership_names = self.aggregates.memberships
+        # per resource: does an aggregate's ratio count (its Aggregate*Filter is on)
+        self._aggregate_ratios = tuple(name in names for name in _AGGREGATE_RATIO_FILTERS)
+        # rows whose last report carried an allocation ratio: row -> (ram, cpu, disk)
+        self.reported_ratios: dict[int, tuple[float | None, float | None, float | None]] = {}
+        # hosts in an aggregate with availability_zone metadata -> that zone's id
+        self._zone_pins: dict[str, int] = {}
 
     # -- dispatch ---------------------------------------------------------
 
@@ -146,6 +176,18 @@ class SchedulerCore:
             result = self.remove_host(command.host, now)
         elif isinstance(command, GetHostStates):
             result = capture_host_states(self.table, command.start, command.limit, command.into)
+        elif isinstance(command, CreateAggregate):
+            result = self.create_aggregate(command.name, command.metadata, command.hosts)
+        elif isinstance(command, UpdateAggregate):
+            result = self.update_aggregate(command.name, command.metadata)
+        elif isinstance(command, DeleteAggregate):
+            result = self.delete_aggregate(command.name)
+        elif isinstance(command, AddHostToAggregate):
+            result = self.add_host_to_aggregate(command.name, command.host)
+        elif isinstance(command, RemoveHostFromAggregate):
+            result = self.remove_host_from_aggregate(command.name, command.host)
+        elif isinstance(command, GetAggregates):
+            result = self.aggregates.aggregates()
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
@@ -167,12 +209,19 @@ class SchedulerCore:
             self._check_room((report,))  # before any change: a refused report changes nothing
         if row is None:
             row = table.add_row(report.host)
+            if self.aggregates.of_host:
+                table.agg_set[row] = self.aggregates.membership_of(report.host)
         table.floats["reported_at"][row] = now
         if now < self._oldest:
             self._oldest = now
         table.stale[row] = False
         table.enabled[row] = report.enabled
-        table.zone[row] = table.zone_id(report.availability_zone, create=True)
+        zid = table.zone_id(report.availability_zone, create=True)
+        table.reported_zone[row] = zid
+        table.zone[row] = self._zone_pins.get(report.host, zid) if self._zone_pins else zid
+        ratios = _REPORTED_RATIOS(report)
+        if ratios != _NO_RATIOS or row in self.reported_ratios or row in table.custom_ratios:
+            self._set_ratios(row, ratios)  # the report's set_reported refreshes the row
         if tuple(report.traits) != table.host_traits[row]:
             table.set_traits(row, report.traits)
         table.set_reported(row, reported_figures(report))
@@ -251,11 +300,17 @@ class SchedulerCore:
                 if row in listed or row in claimed or row in credited:
                     applied.append(self.update_host(report, now))
                     continue
-            if report.instances:
+            if report.instances or _REPORTED_RATIOS(report) != _NO_RATIOS:
                 applied.append(self.update_host(report, now))
                 continue
             if row is None:
                 row = table.add_row(report.host)
+                if self.aggregates.of_host:
+                    table.agg_set[row] = self.aggregates.membership_of(report.host)
+                    self._set_ratios(row, _NO_RATIOS)
+            elif row in self.reported_ratios:
+                applied.append(self.update_host(report, now))
+                continue
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
             rows.append(row)
@@ -265,9 +320,110 @@ class SchedulerCore:
             applied.append(True)
         if rows:
             table.set_reported_many(rows, figures, enabled, zones, now)
+            pins = self._zone_pins
+            if pins:
+                names = table.name_of
+                for row in rows:
+                    pin = pins.get(names[row] or "")
+                    if pin is not None:
+                        table.zone[row] = pin
             if now < self._oldest:
                 self._oldest = now
         return applied
+
+    # -- allocation ratios and host aggregates ------------------------------
+
+    def _set_ratios(
+        self, row: int, reported: tuple[float | None, float | None, float | None]
+    ) -> bool:
+        """Record the ratios ``row``'s report carries and write its effective ones
+        (the caller refreshes the row); True when the effective ones changed."""
+        if reported == _NO_RATIOS:
+            self.reported_ratios.pop(row, None)
+        else:
+            self.reported_ratios[row] = reported
+        own = reported
+        membership = int(self.table.agg_set[row])
+        from_aggregates = (
+            self.aggregates.ratios_of(membership)
+            if membership and any(self._aggregate_ratios)
+            else _NO_RATIOS
+        )
+        ram, cpu, disk = (
+            aggregate if use and aggregate is not None else mine if mine is not None else default
+            for use, aggregate, mine, default in zip(
+                self._aggregate_ratios,
+                from_aggregates,
+                own,
+                self.table.default_ratios,
+                strict=True,
+            )
+        )
+        return self.table.set_ratios(row, (ram, cpu, disk))
+
+    def create_aggregate(
+        self,
+        name: str,
+        metadata: Mapping[str, str | None] | None = None,
+        hosts: Sequence[str] = (),
+    ) -> Aggregate:
+        """Create host aggregate ``name``; the same one again is answered, not refused."""
+        change = self.aggregates.plan_create(name, metadata or {}, hosts)
+        if change is not None:
+            self._change_aggregates(change)
+        return self.aggregates.get(name)
+
+    def update_aggregate(self, name: str, metadata: Mapping[str, str | None]) -> Aggregate:
+        """Merge ``metadata`` into aggregate ``name``'s; a None value deletes that key."""
+        self._change_aggregates(self.aggregates.plan_update(name, metadata))
+        return self.aggregates.get(name)
+
+    def delete_aggregate(self, name: str) -> bool:
+        """Delete aggregate ``name`` (it must have no hosts); False when there is none."""
+        change = self.aggregates.plan_delete(name)
+        if change is None:
+            return False
+        self._change_aggregates(change)
+        return True
+
+    def add_host_to_aggregate(self, name: str, host: str) -> Aggregate:
+        """Put ``host`` (reported or not) in aggregate ``name``."""
+        self._change_aggregates(self.aggregates.plan_add_host(name, host))
+        return self.aggregates.get(name)
+
+    def remove_host_from_aggregate(self, name: str, host: str) -> Aggregate:
+        """Take ``host`` out of aggregate ``name``."""
+        self._change_aggregates(self.aggregates.plan_remove_host(name, host))
+        return self.aggregates.get(name)
+
+    def _change_aggregates(self, change: AggregateChange) -> None:
+        """Make a checked change, then rewrite the zone, membership and ratios of
+        every row it concerns."""
+        table = self.table
+        book = self.aggregates
+        zone = None if change.delete else change.metadata.get(AZ_KEY)
+        if zone is not None and zone not in table.zone_ids:
+            self._check_new(set(), set(), {zone})  # before any change
+        hosts: Iterable[str] = book.apply(change)
+        if book.compact_due:
+            book.compact()
+            table.membership_names = book.memberships
+            hosts = set(table.row_of) | set(book.of_host) | set(self._zone_pins)
+        pins = self._zone_pins
+        for host in hosts:
+            membership = book.membership_of(host)
+            zone = book.zone_of(membership) if membership else None
+            if zone is None:
+                pins.pop(host, None)
+            else:
+                pins[host] = table.zone_id(zone, create=True)
+            row = table.row_of.get(host)
+            if row is None:
+                continue
+            table.agg_set[row] = membership
+            table.zone[row] = pins.get(host, int(table.reported_zone[row]))
+            if self._set_ratios(row, self.reported_ratios.get(row, _NO_RATIOS)):
+                table.refresh(row)
 
     def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:
         """Settle claims and release credits on ``row`` against what its report lists."""
@@ -311,6 +467,7 @@ class SchedulerCore:
         if row is None:
             return False
         self.ledger.forget_row(row)
+        self.reported_ratios.pop(row, None)
         table.remove_row(row)
         return True
 
@@ -346,7 +503,14 @@ class SchedulerCore:
                 f"the scheduler holds {len(claims):,} live claims and max_claims is "
                 f"{self.config.max_claims:,}: release instances, or raise max_claims"
             )
-        ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
+        ctx = PlacementContext(
+            spec,
+            self.config,
+            now,
+            self.ledger,
+            self.locate,
+            aggregates=self.aggregates if self.aggregates.by_name else None,
+        )
         placed: list[str] = []
         # One instance: its alternates are the next best hosts it was ranked
         # with. Several: as Nova's filter scheduler, the alternates are chosen
@@ -565,6 +729,8 @@ class SchedulerCore:
             state = host_state(self.table, self.table.row_of[host])
             h.update(state.model_dump_json(exclude={"reported_at"}).encode())
             h.update(repr(sorted(self.ledger.listed_on(self.table.row_of[host]))).encode())
+        for aggregate in self.aggregates.aggregates():
+            h.update(aggregate.model_dump_json().encode())
         for uuid in sorted(self.ledger.claims):
             c = self.ledger.claims[uuid]
             h.update(
