@@ -139,7 +139,7 @@ log = logging.getLogger("actorsched.amqp.service")
 # refused items of one batch named in its one log line; the rest are counted
 _LOGGED_REFUSALS = 3
 # what one HostState weighs in JSON, about (no traits), and any other reply
-_HOST_STATE_BYTES = 360
+_HOST_STATE_BYTES = 460
 _SMALL_REPLY_BYTES = 512
 # bytes of a bad body kept in its dead letter: enough to tell what it was
 _DEAD_LETTER_KEEP = 4_096

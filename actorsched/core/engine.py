@@ -211,6 +211,7 @@ class SchedulerCore:
             row = table.add_row(report.host)
             if self.aggregates.of_host:
                 table.agg_set[row] = self.aggregates.membership_of(report.host)
+                self._set_ratios(row, _NO_RATIOS)  # its aggregates' (the report's below)
         table.floats["reported_at"][row] = now
         if now < self._oldest:
             self._oldest = now

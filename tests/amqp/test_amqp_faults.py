@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import signal
 import sys
@@ -220,8 +219,6 @@ async def test_sigterm_during_load_answers_every_accepted_request(
         "--prefetch",
         "32",
         cwd=tmp_path,
-        # the package under test (this tree), whatever the venv has installed
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -279,8 +279,8 @@ RATIO_FILTERS = {
 }
 
 
-def _ratio_core(resource: str, *, aggregate_filter: bool = True) -> SchedulerCore:
-    name, _, _, _ = RATIO_FILTERS[resource]
+def _ratio_core(*, aggregate_filter: bool = True) -> SchedulerCore:
+    """h1 with every Aggregate*Filter on (or the plain resource filters instead)."""
     filters = [f for f in BUILTIN_FILTERS if f not in ("RamFilter", "CoreFilter", "DiskFilter")]
     filters += ["RamFilter", "CoreFilter", "DiskFilter"] if not aggregate_filter else []
     if aggregate_filter:
@@ -298,7 +298,7 @@ def _effective(core: SchedulerCore, resource: str) -> float:
 def test_aggregate_filter_conflict_values(resource: str) -> None:
     """Nova: test_aggregate_{ram,core}_filter_conflict_values: the smallest ratio counts."""
     _, key, field, total = RATIO_FILTERS[resource]
-    core = _ratio_core(resource)
+    core = _ratio_core()
     core.create_aggregate("a1", {key: "3.0"}, ["h1"])
     core.create_aggregate("a2", {key: "2.0"}, ["h1"])
     assert _effective(core, resource) == 2.0
@@ -314,7 +314,7 @@ def test_aggregate_filter_value_error(resource: str) -> None:
     """Nova: test_aggregate_{ram,core,disk}_filter_value_error: a value that is no number
     makes the host's own ratio count (validate_num_values raises, the filter falls back)."""
     _, key, _, _ = RATIO_FILTERS[resource]
-    core = _ratio_core(resource)
+    core = _ratio_core()
     core.update_host(make_report("h1", 2, **{key: 1.5}), 1.0)
     core.create_aggregate("a1", {key: "XXX"}, ["h1"])
     core.create_aggregate("a2", {key: "0.5"}, ["h1"])
@@ -326,7 +326,7 @@ def test_aggregate_filter_default_value(resource: str) -> None:
     """Nova: test_aggregate_{ram,core,disk}_filter_default_value: no aggregate value, the
     host's ratio; then the aggregate's."""
     _, key, _, _ = RATIO_FILTERS[resource]
-    core = _ratio_core(resource)
+    core = _ratio_core()
     default = _effective(core, resource)
     core.create_aggregate("a1", {"other": "1"}, ["h1"])
     assert _effective(core, resource) == default
@@ -340,7 +340,7 @@ def test_aggregate_filter_default_value(resource: str) -> None:
 def test_aggregate_ratio_counts_only_with_its_aggregate_filter(resource: str) -> None:
     """RamFilter (not AggregateRamFilter) keeps the host's ratio whatever aggregates say."""
     _, key, _, _ = RATIO_FILTERS[resource]
-    core = _ratio_core(resource, aggregate_filter=False)
+    core = _ratio_core(aggregate_filter=False)
     core.update_host(make_report("h1", 2, **{key: 1.5}), 1.0)
     core.create_aggregate("a1", {key: "9"}, ["h1"])
     assert _effective(core, resource) == 1.5
@@ -463,16 +463,19 @@ def test_availability_zone_filter_same_comma_is_refused_as_two_zones() -> None:
 
 def test_a_host_named_before_it_reports_joins_when_it_reports() -> None:
     core = _core("other")
-    core.create_aggregate("az", {"availability_zone": "az9", "ssd": "true"}, ["later"])
+    metadata = {"availability_zone": "az9", "ssd": "true", "ram_allocation_ratio": "2.5"}
+    core.create_aggregate("az", metadata, ["later"])
     assert "later" not in core.host_states()
     core.update_host(make_report("later"), 1.0)
     state = core.host_states()["later"]
     assert (state.availability_zone, state.aggregates) == ("az9", ["az"])
+    assert state.ram_allocation_ratio == 2.5
     assert _passing(core, availability_zone="az9") == {"later"}
     assert _passing(core, extra_specs={"ssd": "true"}) == {"later"}
     core.remove_host("later", 2.0)  # membership is by name: it holds on a report again
     core.update_hosts([make_report(f"b{i}") for i in range(10)] + [make_report("later", 5)], 3.0)
-    assert core.host_states()["later"].availability_zone == "az9"
+    state = core.host_states()["later"]  # through the batch path this time
+    assert (state.availability_zone, state.ram_allocation_ratio) == ("az9", 2.5)
 
 
 # -- the admin commands: errors, repeats, bounds --------------------------------------
