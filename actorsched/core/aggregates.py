@@ -54,8 +54,10 @@ TYPE_KEY = "instance_type"
 EXTRA_SPECS_SCOPE = "aggregate_instance_extra_specs"
 # metadata key of each per-aggregate allocation ratio, in the table's (ram, cpu, disk) order
 RATIO_KEYS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
-# kept per-membership answers before they are dropped and worked out again
+# kept per-membership answers before they are dropped and worked out again:
+# at most this many answer arrays, and this many answers in all (16 MB)
 _MAX_ANSWERS = 4_096
+_MAX_ANSWER_CELLS = 1 << 24
 
 
 def _as_float(value: str) -> float:
@@ -167,7 +169,6 @@ class AggregateChange:
     hosts: tuple[str, ...]  # the aggregate's hosts afterwards, in order
     metadata: Mapping[str, str]  # its metadata afterwards
     delete: bool = False
-    touched: frozenset[str] = frozenset()  # hosts whose aggregates or metadata change
 
 
 @dataclass(slots=True)
@@ -248,7 +249,8 @@ class AggregateBook:
         until an aggregate changes."""
         found = self._answers.get(key)
         if found is None or len(found) < len(self.memberships):
-            if len(self._answers) >= _MAX_ANSWERS:
+            count = len(self.memberships)
+            if len(self._answers) >= min(_MAX_ANSWERS, _MAX_ANSWER_CELLS // count):
                 self._answers.clear()
             found = np.fromiter(
                 map(decide, range(len(self.memberships))),
@@ -292,7 +294,7 @@ class AggregateBook:
                 f"{self.config.max_aggregates:,}: delete aggregates no longer used, or raise "
                 "max_aggregates"
             )
-        change = AggregateChange(name, ordered, kept, touched=frozenset(ordered))
+        change = AggregateChange(name, ordered, kept)
         self._check(change)
         return change
 
@@ -306,7 +308,7 @@ class AggregateBook:
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        change = AggregateChange(name, tuple(entry.hosts), merged, touched=frozenset(entry.hosts))
+        change = AggregateChange(name, tuple(entry.hosts), merged)
         self._check(change)
         return change
 
@@ -329,9 +331,7 @@ class AggregateBook:
                 f"host {host!r} is already in host aggregate {name!r} (Nova: "
                 "AggregateHostExists); nothing was changed"
             )
-        change = AggregateChange(
-            name, (*entry.hosts, host), entry.metadata, touched=frozenset((host,))
-        )
+        change = AggregateChange(name, (*entry.hosts, host), entry.metadata)
         self._check(change)
         return change
 
@@ -343,7 +343,7 @@ class AggregateBook:
                 "AggregateHostNotFound); nothing was changed"
             )
         hosts = tuple(h for h in entry.hosts if h != host)
-        return AggregateChange(name, hosts, entry.metadata, touched=frozenset((host,)))
+        return AggregateChange(name, hosts, entry.metadata)
 
     def _check(self, change: AggregateChange) -> None:
         config = self.config
