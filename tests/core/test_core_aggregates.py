@@ -594,3 +594,42 @@ def test_flavor_extra_specs_and_project_are_in_the_fingerprint() -> None:
     with pytest.raises(InvalidRequest, match='project_id "p1" then, "p2" now'):
         core.select_destinations(make_spec("vm", project_id="p2"), 2.0)
     assert core.select_destinations(make_spec("vm", project_id="p1"), 2.0)[0].host == "h1"
+
+
+def test_the_shortcut_and_the_full_mask_agree_with_aggregate_filters_on() -> None:
+    """Plain requests on a table with isolating aggregates: the shortcut (kept extremes)
+    must give exactly the ranking of the full mask, or stand aside."""
+    import random
+
+    rng = random.Random(7)
+
+    def build(shortcut: bool) -> SchedulerCore:
+        core = SchedulerCore(make_config(enabled_filters=ALL_FILTERS), shortcut=shortcut)
+        for i in range(30):
+            core.update_host(
+                make_report(f"h{i}", memory_mb=1024 * (1 + i % 7), vcpus=2 + i % 5), 1.0
+            )
+        core.create_aggregate("t", {"filter_tenant_id": "p1"}, [f"h{i}" for i in range(0, 30, 4)])
+        core.create_aggregate("f", {"instance_type": "big"}, [f"h{i}" for i in range(1, 30, 6)])
+        core.create_aggregate(
+            "r", {"ram_allocation_ratio": "1.5"}, [f"h{i}" for i in range(2, 30, 5)]
+        )
+        return core
+
+    fast, full = build(True), build(False)
+    for n in range(120):
+        fields: dict[str, Any] = rng.choice(
+            [{}, {"project_id": "p1"}, {"flavor_name": "big"}, {"project_id": "p2"}]
+        )
+        spec = make_spec(f"vm{n}", memory_mb=rng.choice([256, 512, 1024]), **fields)
+        outcomes = []
+        for core in (fast, full):
+            try:
+                outcomes.append(core.select_destinations(spec, 2.0))
+            except NoValidHost as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1]
+    assert fast.digest() == full.digest()
+    isolated = {f"h{i}" for i in range(0, 30, 4)}
+    placed = {c.host for u, c in fast.ledger.claims.items()}
+    assert placed - isolated, "plain requests were placed"
