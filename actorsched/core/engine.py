@@ -65,7 +65,7 @@ from .ledger import (
     request_fingerprint,
 )
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
-from .table import HostTable, reported_figures
+from .table import HostTable, report_values, reported_figures
 from .views import capture_host_states, host_state
 from .weighers import HostWeigher, builtin_weighers
 
@@ -84,6 +84,9 @@ _REPORTED_RATIOS = operator.attrgetter(
     "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
 )
 _NO_RATIOS = (None, None, None)
+# A report names a ratio only if one of these was given (pydantic's set of the
+# fields a message was built with: a cheaper test than reading the three)
+_RAM, _CPU, _DISK = "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
 # the filter whose aggregate ratio a row takes, per resource (ram, cpu, disk)
 _AGGREGATE_RATIO_FILTERS = ("AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter")
 
@@ -288,6 +291,8 @@ class SchedulerCore:
         listed = self.ledger.listed
         claimed = self.ledger.by_row
         credited = self.ledger.released
+        reported_ratios = self.reported_ratios
+        zone_ids = table.zone_ids
         applied: list[bool] = []
         rows: list[int] = []
         figures: list[tuple[int, ...]] = []
@@ -301,7 +306,8 @@ class SchedulerCore:
                 if row in listed or row in claimed or row in credited:
                     applied.append(self.update_host(report, now))
                     continue
-            if report.instances or _REPORTED_RATIOS(report) != _NO_RATIOS:
+            given = report.__pydantic_fields_set__  # a ratio was given: the one-report path
+            if report.instances or (_RAM in given or _CPU in given or _DISK in given):
                 applied.append(self.update_host(report, now))
                 continue
             if row is None:
@@ -309,15 +315,20 @@ class SchedulerCore:
                 if self.aggregates.of_host:
                     table.agg_set[row] = self.aggregates.membership_of(report.host)
                     self._set_ratios(row, _NO_RATIOS)
-            elif row in self.reported_ratios:
+            elif reported_ratios and row in reported_ratios:
                 applied.append(self.update_host(report, now))
                 continue
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
             rows.append(row)
-            figures.append(reported_figures(report))
+            figures.append((*report_values(report), 0))  # reported_figures: it lists none
             enabled.append(report.enabled)
-            zones.append(table.zone_id(report.availability_zone, create=True))
+            zone = report.availability_zone
+            if zone is None:
+                zones.append(-1)
+            else:
+                zid = zone_ids.get(zone)
+                zones.append(table.zone_id(zone, create=True) if zid is None else zid)
             applied.append(True)
         if rows:
             table.set_reported_many(rows, figures, enabled, zones, now)

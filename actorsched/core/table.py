@@ -71,6 +71,8 @@ INT_COLUMNS = (
 )
 REPORTED = slice(0, len(REPORT_COLUMNS) + 1)
 _REPORT_FIELDS = operator.attrgetter(*(field for _, field in REPORT_COLUMNS))
+# a report's figures of REPORT_COLUMNS, in order (reported_figures adds its instance count)
+report_values = _REPORT_FIELDS
 
 
 def reported_figures(report: HostReport) -> tuple[int, ...]:
@@ -579,7 +581,7 @@ class HostTable:
         self.floats["reported_at"][index] = reported_at
         self.enabled[index] = enabled
         self.zone[index] = zones
-        self.reported_zone[index] = zones
+        self.reported_zone[index] = self.zone[index]
         self.stale[index] = False
         self.refresh_many(index)
 

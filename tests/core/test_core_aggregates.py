@@ -622,7 +622,7 @@ def test_the_shortcut_and_the_full_mask_agree_with_aggregate_filters_on() -> Non
             [{}, {"project_id": "p1"}, {"flavor_name": "big"}, {"project_id": "p2"}]
         )
         spec = make_spec(f"vm{n}", memory_mb=rng.choice([256, 512, 1024]), **fields)
-        outcomes = []
+        outcomes: list[object] = []
         for core in (fast, full):
             try:
                 outcomes.append(core.select_destinations(spec, 2.0))
