@@ -16,6 +16,7 @@ import os
 import signal
 
 import aiormq.exceptions
+from pydantic import ValidationError
 
 from ..errors import SchedulerError
 from ..journal import DEFAULT_SHARD, open_journal
@@ -141,13 +142,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=str.upper,
         help="(default %(default)s)",
     )
+    parser.add_argument(
+        "--enabled-filters",
+        type=_filter_list,
+        default=None,
+        metavar="NAMES",
+        help="comma-separated filters to run, e.g. the default ones plus "
+        "AggregateInstanceExtraSpecsFilter (default: SchedulerConfig's, Nova's defaults)",
+    )
+
+
+def _filter_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    try:
+        SchedulerConfig(enabled_filters=names)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.errors()[0]["msg"]) from None
+    return names
 
 
 def _build_scheduler(args: argparse.Namespace) -> Scheduler:
     # acks follow answers, and with a journal the owner answers only once a batch is durable
     journal = None if args.no_journal else open_journal(args.journal, shard=args.shard)
+    filters = getattr(args, "enabled_filters", None)
+    config = SchedulerConfig(
+        mailbox_size=args.mailbox_size,
+        max_waiting=args.max_waiting,
+        **({} if filters is None else {"enabled_filters": filters}),
+    )
     return Scheduler(
-        SchedulerConfig(mailbox_size=args.mailbox_size, max_waiting=args.max_waiting),
+        config,
         journal=journal,
         follow_interval=args.follow_interval,
     )

@@ -99,3 +99,21 @@ def test_bad_aggregate_bodies_are_refused_by_the_schema() -> None:
         decode_request("add_host_to_aggregate", b'{"name": "a"}')
     with pytest.raises(BadMessage, match="Extra inputs are not permitted"):
         decode_request("aggregates", b'{"all": true}')
+
+
+def test_serve_enables_the_aggregate_filters_by_flag() -> None:
+    import argparse
+
+    from actorsched.amqp import serve
+
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    args = parser.parse_args(
+        ["--no-journal", "--enabled-filters", "ComputeFilter, AggregateRamFilter,RamFilter"]
+    )
+    scheduler = serve._build_scheduler(args)
+    assert scheduler.config.enabled_filters == ["ComputeFilter", "AggregateRamFilter", "RamFilter"]
+    default = serve._build_scheduler(parser.parse_args(["--no-journal"]))
+    assert default.config.enabled_filters == list(BUILTIN_FILTERS)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--enabled-filters", "NoSuchFilter"])
