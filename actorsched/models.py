@@ -332,6 +332,8 @@ class SchedulerConfig(BaseModel):
     max_zones: int = Field(1_024, ge=1)  # distinct availability zones ever reported
     max_aggregates: int = Field(1_000, ge=0)  # host aggregates at once
     max_aggregate_hosts: int = Field(100_000, ge=1)  # hosts named by one aggregate
+    # host memberships of every aggregate together (a host in 3 aggregates counts 3)
+    max_aggregate_members: int = Field(1_000_000, ge=1)
     max_aggregate_metadata: int = Field(64, ge=0)  # metadata keys of one aggregate
     mailbox_size: int = Field(1024, ge=1)
     # messages that may wait in line for room while the mailbox is full; past

@@ -184,6 +184,7 @@ class AggregateBook:
     # aggregates with each of the keys the filters look for (None when none has it)
     _with_key: dict[str, int] = field(default_factory=dict)
     _answers: dict[object, NDArray[np.bool_]] = field(default_factory=dict)
+    members: int = 0  # host memberships of every aggregate together
 
     # -- reading ------------------------------------------------------------
 
@@ -348,6 +349,14 @@ class AggregateBook:
     def _check(self, change: AggregateChange) -> None:
         config = self.config
         name = change.name
+        old = self.by_name.get(name)
+        members = self.members - (len(old.hosts) if old is not None else 0) + len(change.hosts)
+        if members > config.max_aggregate_members:
+            raise InvalidRequest(
+                f"host aggregate {name!r} would bring the host memberships of all "
+                f"aggregates to {members:,}, over max_aggregate_members "
+                f"{config.max_aggregate_members:,}; nothing was changed"
+            )
         if len(change.hosts) > config.max_aggregate_hosts:
             raise InvalidRequest(
                 f"host aggregate {name!r} would name {len(change.hosts):,} hosts, over "
@@ -393,6 +402,7 @@ class AggregateBook:
             self.by_name[name] = _Entry(dict.fromkeys(change.hosts), dict(change.metadata))
             self._count_keys(change.metadata, +1)
         after = frozenset(change.hosts)
+        self.members += len(after) - len(before)
         for host in before - after:
             left = self.of_host[host] - {name}
             if left:

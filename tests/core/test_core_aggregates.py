@@ -527,6 +527,11 @@ def test_unknown_aggregates_and_membership_errors_change_nothing() -> None:
             "max_aggregate_hosts 1",
         ),
         (
+            {"max_aggregate_members": 2},
+            lambda c: c.create_aggregate("b", {}, ["x", "y"]),
+            "max_aggregate_members 2",
+        ),
+        (
             {"max_aggregate_metadata": 1},
             lambda c: c.update_aggregate("a", {"second": "v"}),
             "max_aggregate_metadata 1",
@@ -537,7 +542,7 @@ def test_unknown_aggregates_and_membership_errors_change_nothing() -> None:
             "max_zones 1",
         ),
     ],
-    ids=["aggregates", "hosts", "hosts-added", "metadata", "zones"],
+    ids=["aggregates", "hosts", "hosts-added", "members", "metadata", "zones"],
 )
 def test_bounds_refuse_with_their_name_and_change_nothing(
     config: dict[str, Any], act: Any, message: str
@@ -573,6 +578,7 @@ def test_memberships_churned_many_times_stay_right() -> None:
         core.remove_host_from_aggregate(name, f"h{(round_ + 1) % 5}")
         core.delete_aggregate(name)
     assert len(core.aggregates.memberships) < 100
+    assert core.aggregates.members == 1  # h0 in ssd, counted once
     assert {h: s.aggregates for h, s in core.host_states().items()} == {
         "h0": ["ssd"],
         **{f"h{i}": [] for i in range(1, 5)},
