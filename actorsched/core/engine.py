@@ -161,6 +161,8 @@ class SchedulerCore:
         self.reported_ratios: dict[int, tuple[float | None, float | None, float | None]] = {}
         # hosts in an aggregate with availability_zone metadata -> that zone's id
         self._zone_pins: dict[str, int] = {}
+        # what a placement's filters see of the aggregates: None while there are none
+        self._placing_aggregates: AggregateBook | None = None
 
     # -- dispatch ---------------------------------------------------------
 
@@ -417,6 +419,7 @@ class SchedulerCore:
         if zone is not None and zone not in table.zone_ids:
             self._check_new(set(), set(), {zone})  # before any change
         hosts: Iterable[str] = book.apply(change)
+        self._placing_aggregates = book if book.by_name else None
         if book.compact_due:
             book.compact()
             table.membership_names = book.memberships
@@ -516,12 +519,7 @@ class SchedulerCore:
                 f"{self.config.max_claims:,}: release instances, or raise max_claims"
             )
         ctx = PlacementContext(
-            spec,
-            self.config,
-            now,
-            self.ledger,
-            self.locate,
-            aggregates=self.aggregates if self.aggregates.by_name else None,
+            spec, self.config, now, self.ledger, self.locate, [], self._placing_aggregates
         )
         placed: list[str] = []
         # One instance: its alternates are the next best hosts it was ranked

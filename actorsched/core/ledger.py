@@ -70,14 +70,17 @@ def asks_resources_only(spec: RequestSpec) -> bool:
     """True for a request with no zone, traits, server group, hints, ignore_hosts,
     flavor name, extra specs or project (most requests): its fingerprint is its
     resources, and the ranking's shortcut can answer it."""
+    # pydantic keeps a model's field values in its __dict__: reading them there
+    # skips the attribute machinery (every request asks this, in the owner)
+    fields = spec.__dict__
     return (
-        spec.availability_zone is None
-        and spec.group is None
-        and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
-        and not (spec.same_host or spec.different_host)
-        and spec.flavor_name is None
-        and spec.project_id is None
-        and not spec.extra_specs
+        fields["availability_zone"] is None
+        and fields["group"] is None
+        and not (fields["required_traits"] or fields["forbidden_traits"])
+        and not (fields["ignore_hosts"] or fields["same_host"] or fields["different_host"])
+        and fields["flavor_name"] is None
+        and fields["project_id"] is None
+        and not fields["extra_specs"]
     )
 
 
