@@ -6,6 +6,7 @@
 from .core import HostFilter, HostWeigher, PerHostFilter, PlacementContext
 from .errors import InvalidRequest, MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import (
+    Aggregate,
     HostReport,
     HostState,
     RequestSpec,
@@ -17,6 +18,7 @@ from .scheduler import Scheduler
 from .version import __version__ as __version__
 
 __all__ = [
+    "Aggregate",
     "HostFilter",
     "HostReport",
     "HostState",

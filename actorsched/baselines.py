@@ -206,8 +206,10 @@ class NovaHostState:
         self.released_vcpus -= vcpus
         self.released_disk -= disk
 
-    def state(self) -> HostState:
-        """A :class:`HostState` snapshot, figured as actorsched figures it."""
+    def state(self, config: SchedulerConfig | None = None) -> HostState:
+        """A :class:`HostState` snapshot, figured as actorsched figures it (with the
+        allocation ratios of ``config``, the default one when None)."""
+        config = config or SchedulerConfig()
         return HostState(
             host=self.host,
             generation=self.generation,
@@ -225,6 +227,9 @@ class NovaHostState:
             num_io_ops=self.num_io_ops,
             assumed_claims=self.assumed,
             reported_at=self.reported_at,
+            ram_allocation_ratio=config.ram_allocation_ratio,
+            cpu_allocation_ratio=config.cpu_allocation_ratio,
+            disk_allocation_ratio=config.disk_allocation_ratio,
         )
 
 
@@ -656,7 +661,9 @@ class UnsynchronizedHostManager:
 
     def overcommitted_hosts(self) -> list[str]:
         """Hosts now using more RAM, vCPUs or disk than their capacity allows."""
-        return [h.host for h in self._hosts.values() if over_capacity(h.state(), self.config)]
+        return [
+            h.host for h in self._hosts.values() if over_capacity(h.state(self.config), self.config)
+        ]
 
     def lowest_free_ram(self) -> int:
         """The lowest free RAM (MB) any host had at any moment of the run so far."""
@@ -877,7 +884,7 @@ class UnsynchronizedHostManager:
 
     async def host_states(self) -> dict[str, HostState]:
         """A snapshot of every host (taken in one step, though a host may be half updated)."""
-        return {name: host.state() for name, host in self._hosts.items()}
+        return {name: host.state(self.config) for name, host in self._hosts.items()}
 
 
 class LockedHostManager(UnsynchronizedHostManager):

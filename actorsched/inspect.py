@@ -101,6 +101,7 @@ def _host_row(state: HostState, now: float, down_time: float) -> list[Any]:
     return [
         state.host,
         state.availability_zone,
+        state.aggregates,
         f"{state.free_ram_mb}/{state.memory_mb}",
         f"{state.vcpus_used}/{state.vcpus_total}",
         f"{state.free_disk_gb}/{state.local_gb}",
@@ -113,7 +114,7 @@ def _host_row(state: HostState, now: float, down_time: float) -> list[Any]:
 
 
 _HOST_HEADERS = (
-    "HOST", "ZONE", "FREE/TOTAL MB", "USED/TOTAL VCPU", "FREE/TOTAL GB", "INSTANCES",
+    "HOST", "ZONE", "AGGREGATES", "FREE/TOTAL MB", "USED/TOTAL VCPU", "FREE/TOTAL GB", "INSTANCES",
     "CLAIMS", "AGE S", "ENABLED", "STALE",
 )  # fmt: skip
 

@@ -12,13 +12,20 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AGGREGATE_FILTERS",
     "BUILTIN_FILTERS",
+    "Aggregate",
+    "AggregateHostRequest",
+    "AggregateNameRequest",
+    "AggregatesRequest",
+    "CreateAggregateRequest",
     "HostReport",
     "HostState",
     "RequestSpec",
     "SchedulerConfig",
     "Selection",
     "ServerGroup",
+    "UpdateAggregateRequest",
 ]
 
 # 2**40 MB is an exabyte of RAM: far past any host, far below int64 overflow.
@@ -40,6 +47,10 @@ def _printable(value: str) -> str:
 Name = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_printable)]
 Size = Annotated[int, Field(ge=0, le=_MAX_SIZE)]
 Count = Annotated[int, Field(ge=0, le=2**31)]
+# An allocation ratio a host reports (Placement keeps one per resource provider)
+Ratio = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+# A metadata or extra-spec value: Nova's 255 characters, possibly empty
+MetaValue = Annotated[str, Field(max_length=255), AfterValidator(_printable)]
 
 
 def _repeated(values: list[str]) -> set[str]:
@@ -104,6 +115,11 @@ class HostReport(_Message):
         list[Name], Field(max_length=_MAX_LIST), AfterValidator(_unique_instances)
     ] = _empty_list()
     num_io_ops: Count = 0
+    # this host's own allocation ratios (None: the configured one), as
+    # Placement keeps them per resource provider
+    ram_allocation_ratio: Ratio | None = None
+    cpu_allocation_ratio: Ratio | None = None
+    disk_allocation_ratio: Ratio | None = None
 
 
 class ServerGroup(_Message):
@@ -135,6 +151,14 @@ class RequestSpec(_Message):
     same_host: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     different_host: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     ignore_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+    # the flavor's name and extra specs, and the requesting project (Nova's
+    # spec_obj.flavor.name, flavor.extra_specs and project_id): read by the
+    # aggregate filters only
+    flavor_name: Name | None = None
+    extra_specs: Annotated[dict[Name, MetaValue], Field(max_length=256)] = Field(
+        default_factory=dict, json_schema_extra={"default": {}}
+    )
+    project_id: Name | None = None
 
 
 class Selection(_Message):
@@ -169,6 +193,68 @@ class HostState(_Message):
     num_io_ops: int
     assumed_claims: int
     reported_at: float
+    # the ratios the resource filters and the CPU weigher use for this host:
+    # an aggregate's (Aggregate*Filter on), else the host's own, else the config's
+    ram_allocation_ratio: float
+    cpu_allocation_ratio: float
+    disk_allocation_ratio: float
+    aggregates: list[str] = _empty_list()  # the host aggregates it is in, by name
+
+
+class Aggregate(_Message):
+    """A host aggregate: a named set of hosts with string metadata (Nova's aggregate).
+
+    A host may be in any number of aggregates, and an aggregate may name a
+    host that has not reported yet. ``availability_zone`` metadata puts its
+    hosts in that zone; ``*_allocation_ratio``, ``filter_tenant_id``,
+    ``instance_type`` and other keys are read by the Aggregate* filters.
+
+    >>> Aggregate(name="ssd", hosts=["n1"], metadata={"ssd": "true"}).hosts
+    ['n1']
+    """
+
+    name: Name
+    hosts: list[Name]
+    metadata: dict[Name, MetaValue]
+
+
+# Metadata keys one admin message may carry (the scheduler's own bound,
+# max_aggregate_metadata, is checked when it is applied), and hosts.
+_MAX_METADATA = 1_000
+_MAX_AGGREGATE_HOSTS = 100_000
+Metadata = Annotated[dict[Name, MetaValue | None], Field(max_length=_MAX_METADATA)]
+
+
+class CreateAggregateRequest(_Message):
+    """Create a host aggregate (``create_aggregate``); a None metadata value is left out."""
+
+    name: Name
+    metadata: Metadata = Field(default_factory=dict, json_schema_extra={"default": {}})
+    hosts: Annotated[list[Name], Field(max_length=_MAX_AGGREGATE_HOSTS)] = _empty_list()
+
+
+class UpdateAggregateRequest(_Message):
+    """Merge metadata into an aggregate's (``update_aggregate``); None deletes a key."""
+
+    name: Name
+    metadata: Metadata
+
+
+class AggregateNameRequest(_Message):
+    """Name one host aggregate (``delete_aggregate``)."""
+
+    name: Name
+
+
+class AggregateHostRequest(_Message):
+    """A host and an aggregate (``add_host_to_aggregate``, ``remove_host_from_aggregate``)."""
+
+    name: Name
+    host: Name
+
+
+class AggregatesRequest(_Message):
+    """List every host aggregate (``aggregates``): an empty body, ``{}``."""
 
 
 BUILTIN_FILTERS: tuple[str, ...] = (
@@ -188,11 +274,23 @@ BUILTIN_FILTERS: tuple[str, ...] = (
 )
 
 
+# Built-in, not enabled by default (as in Nova): the host aggregate filters.
+AGGREGATE_FILTERS: tuple[str, ...] = (
+    "AggregateInstanceExtraSpecsFilter",
+    "AggregateMultiTenancyIsolation",
+    "AggregateTypeAffinityFilter",
+    "AggregateRamFilter",
+    "AggregateCoreFilter",
+    "AggregateDiskFilter",
+)
+
+
 def _known_filters(names: list[str]) -> list[str]:
-    unknown = [n for n in names if n not in BUILTIN_FILTERS]
+    unknown = [n for n in names if n not in BUILTIN_FILTERS and n not in AGGREGATE_FILTERS]
     if unknown:
         raise ValueError(
-            f"unknown filter(s) {unknown}; built-in filters are {list(BUILTIN_FILTERS)} "
+            f"unknown filter(s) {unknown}; built-in filters are "
+            f"{[*BUILTIN_FILTERS, *AGGREGATE_FILTERS]} "
             "(custom filters are passed to Scheduler(filters=...))"
         )
     return names
@@ -232,6 +330,11 @@ class SchedulerConfig(BaseModel):
     max_claims: int = Field(5_000_000, ge=1)
     max_traits: int = Field(1_024, ge=1)  # distinct trait names ever reported
     max_zones: int = Field(1_024, ge=1)  # distinct availability zones ever reported
+    max_aggregates: int = Field(1_000, ge=0)  # host aggregates at once
+    max_aggregate_hosts: int = Field(100_000, ge=1)  # hosts named by one aggregate
+    # host memberships of every aggregate together (a host in 3 aggregates counts 3)
+    max_aggregate_members: int = Field(1_000_000, ge=1)
+    max_aggregate_metadata: int = Field(64, ge=0)  # metadata keys of one aggregate
     mailbox_size: int = Field(1024, ge=1)
     # messages that may wait in line for room while the mailbox is full; past
     # it, submit() raises MailboxFull and awaiting callers wait unsent

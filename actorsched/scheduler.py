@@ -7,17 +7,22 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from .actor import BatchSink, Owner
 from .answers import ClaimsPage, Location, Plan
 from .core import (
     COMMANDS,
+    AddHostToAggregate,
     Command,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetClaims,
     GetHostStates,
     HostFilter,
@@ -26,15 +31,28 @@ from .core import (
     PlanPlacement,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SchedulerCore,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
 from .core.views import ImageBuffers
 from .errors import InvalidRequest, NotActive, SchedulerError, SchedulerStopped
 from .metrics import SchedulerMetrics
-from .models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from .models import (
+    Aggregate,
+    AggregateHostRequest,
+    AggregateNameRequest,
+    CreateAggregateRequest,
+    HostReport,
+    HostState,
+    RequestSpec,
+    SchedulerConfig,
+    Selection,
+    UpdateAggregateRequest,
+)
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -77,15 +95,73 @@ _PAYLOADS: dict[type, tuple[str, type]] = {
 }
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _validated(model: type[_M], what: str, **fields: object) -> _M:
+    """``model`` of ``fields``, or InvalidRequest naming what is wrong."""
+    for name in ("hosts",):
+        if isinstance(fields.get(name), str):
+            raise InvalidRequest(f"{what}: {name} must be a list of host names, not one string")
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise InvalidRequest(f"{what}: {problems}; nothing was changed") from None
+
+
+def _as_dict(value: object) -> object:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _check_aggregate_command(command: object) -> None:
+    """The fields of an aggregate command, checked as its request model checks them."""
+    if isinstance(command, CreateAggregate):
+        _validated(
+            CreateAggregateRequest,
+            "CreateAggregate",
+            name=command.name,
+            metadata=_as_dict(command.metadata),
+            hosts=list(command.hosts),
+        )
+    elif isinstance(command, UpdateAggregate):
+        _validated(
+            UpdateAggregateRequest,
+            "UpdateAggregate",
+            name=command.name,
+            metadata=_as_dict(command.metadata),
+        )
+    elif isinstance(command, DeleteAggregate):
+        _validated(AggregateNameRequest, "DeleteAggregate", name=command.name)
+    elif isinstance(command, AddHostToAggregate | RemoveHostFromAggregate):
+        _validated(
+            AggregateHostRequest, type(command).__name__, name=command.name, host=command.host
+        )
+
+
+_AGGREGATE_COMMANDS = (
+    CreateAggregate,
+    UpdateAggregate,
+    DeleteAggregate,
+    AddHostToAggregate,
+    RemoveHostFromAggregate,
+    GetAggregates,
+)
+
+
 def _check_command(command: object) -> None:
     kind = type(command)
-    if isinstance(command, UpdateHosts):
+    if isinstance(command, _AGGREGATE_COMMANDS):
+        _check_aggregate_command(command)
+    elif isinstance(command, UpdateHosts):
         for report in command.reports:
             _expect(report, HostReport, "UpdateHosts")
     elif kind in _PAYLOADS:
         field, payload = _PAYLOADS[kind]
         _expect(getattr(command, field), payload, kind.__name__)
-    elif not isinstance(command, GetHostStates | GetClaims):
+    elif not isinstance(command, GetHostStates | GetClaims | GetAggregates):
         known = ", ".join(entry.command.__name__ for entry in COMMANDS)
         raise InvalidRequest(f"submit expects a command ({known}), got {kind.__name__}")
 
@@ -492,6 +568,64 @@ class Scheduler:
         if len(image.names) <= _STATES_INLINE:
             return image.states()
         return await asyncio.to_thread(image.states)
+
+    # -- host aggregates (admin) ------------------------------------------------
+
+    async def create_aggregate(
+        self,
+        name: str,
+        metadata: Mapping[str, str | None] | None = None,
+        hosts: Sequence[str] = (),
+    ) -> Aggregate:
+        """Create host aggregate ``name`` with ``metadata`` and ``hosts`` (reported or not).
+
+        Asking again for the same aggregate answers it and changes nothing
+        (a redelivered request); a name already taken otherwise is
+        InvalidRequest, as are the bounds ``max_aggregates``,
+        ``max_aggregate_hosts`` and ``max_aggregate_metadata``.
+
+        >>> async def zone(s: Scheduler) -> str | None:
+        ...     await s.create_aggregate("rack1", {"availability_zone": "az1"}, ["n1"])
+        ...     return (await s.host_states())["n1"].availability_zone
+        """
+        request = _validated(
+            CreateAggregateRequest,
+            "create_aggregate",
+            name=name,
+            metadata=_as_dict(metadata or {}),
+            hosts=hosts if isinstance(hosts, str) else list(hosts),
+        )
+        return await self._ask(
+            CreateAggregate(request.name, request.metadata, tuple(request.hosts))
+        )
+
+    async def update_aggregate(self, name: str, metadata: Mapping[str, str | None]) -> Aggregate:
+        """Merge ``metadata`` into the aggregate's (a None value deletes that key)."""
+        request = _validated(
+            UpdateAggregateRequest, "update_aggregate", name=name, metadata=_as_dict(metadata)
+        )
+        return await self._ask(UpdateAggregate(request.name, request.metadata))
+
+    async def delete_aggregate(self, name: str) -> bool:
+        """Delete an aggregate that has no hosts; False when there is none."""
+        request = _validated(AggregateNameRequest, "delete_aggregate", name=name)
+        return await self._ask(DeleteAggregate(request.name))
+
+    async def add_host_to_aggregate(self, name: str, host: str) -> Aggregate:
+        """Put ``host`` in aggregate ``name``; InvalidRequest when it is already there."""
+        request = _validated(AggregateHostRequest, "add_host_to_aggregate", name=name, host=host)
+        return await self._ask(AddHostToAggregate(request.name, request.host))
+
+    async def remove_host_from_aggregate(self, name: str, host: str) -> Aggregate:
+        """Take ``host`` out of aggregate ``name``; InvalidRequest when it is not there."""
+        request = _validated(
+            AggregateHostRequest, "remove_host_from_aggregate", name=name, host=host
+        )
+        return await self._ask(RemoveHostFromAggregate(request.name, request.host))
+
+    async def aggregates(self) -> list[Aggregate]:
+        """Every host aggregate, by name."""
+        return await self._ask(GetAggregates())
 
     # -- introspection (cheap, read from the owner's side) --------------------
 

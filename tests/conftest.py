@@ -11,12 +11,21 @@ test names only the figures it is about.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actorsched import HostReport, RequestSpec, SchedulerConfig, ServerGroup
 from actorsched.core import SchedulerCore
+
+# Subprocesses the tests start (serve, examples, crash workers) import the
+# package from this source tree, not from wherever the venv installed it.
+_TREE = str(Path(__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_TREE, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+)
 
 __all__ = [
     "REPORT_FIELDS",

@@ -149,21 +149,31 @@ def test_the_built_wheel_offers_only_commands_that_work(tmp_path: Path) -> None:
     )
     Path(purelib, "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     run = [str(python), "-c", "import sys; from actorsched.cli import main; sys.exit(main())"]
+    # the tests' own PYTHONPATH points at this tree: the wheel's venv must not see it
+    clean = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     where = subprocess.run(
         [str(python), "-c", "import actorsched; print(actorsched.__file__)"],
         capture_output=True,
         text=True,
         check=True,
         cwd=tmp_path,
+        env=clean,
     )
     assert where.stdout.startswith(purelib), where.stdout
-    top = subprocess.run([*run, "--help"], capture_output=True, text=True, check=True, cwd=tmp_path)
+    top = subprocess.run(
+        [*run, "--help"], capture_output=True, text=True, check=True, cwd=tmp_path, env=clean
+    )
     listed = [name for name in cli.commands() if f"    {name} " in top.stdout]
     assert "bench" not in top.stdout  # benchmarks/ is not in the wheel
     assert set(listed) == set(cli.commands()) - {"bench"}
     for name in listed:
         done = subprocess.run(
-            [*run, name, "--help"], capture_output=True, text=True, check=False, cwd=tmp_path
+            [*run, name, "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+            env=clean,
         )
         assert done.returncode == 0, (name, done.stderr)
         assert done.stdout.startswith("usage: ")

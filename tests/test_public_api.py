@@ -27,7 +27,9 @@ REQUIRED = {
 PLUGIN_PROTOCOL = {"HostFilter", "HostWeigher", "PerHostFilter", "PlacementContext"}
 # ... and what a caller that cannot wait gets from a full mailbox (issue 12).
 BOUNDS = {"MailboxFull"}
-EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS
+# ... and the host aggregate the admin operations answer (issue 14).
+AGGREGATES = {"Aggregate"}
+EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS | AGGREGATES
 
 
 def test_all_is_exactly_the_public_api() -> None:

@@ -28,6 +28,7 @@ import collections
 import contextlib
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, cast
@@ -35,10 +36,21 @@ from typing import Any, cast
 import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
+from pydantic import BaseModel
 
 from ..answers import ClaimInfo, ClaimsPage, Location, Plan
 from ..errors import SchedulerError, SchedulerStopped
-from ..models import HostReport, HostState, RequestSpec, Selection
+from ..models import (
+    Aggregate,
+    AggregateHostRequest,
+    AggregateNameRequest,
+    CreateAggregateRequest,
+    HostReport,
+    HostState,
+    RequestSpec,
+    Selection,
+    UpdateAggregateRequest,
+)
 from .protocol import (
     BATCH,
     CONTENT_TYPE,
@@ -49,6 +61,7 @@ from .protocol import (
     MAX_BATCH_ITEMS,
     OPERATIONS,
     ClaimsRequest,
+    DeleteAggregateResult,
     HostReportResult,
     HostStatesPage,
     HostStatesRequest,
@@ -101,6 +114,10 @@ class _InFlight:
     calls: list[_Call]
     batch: bool
     waiting: int  # calls not yet given up (timed out or cancelled) by their callers
+
+
+def _json(body: BaseModel) -> bytes:
+    return body.model_dump_json().encode()
 
 
 class SchedulerClient:
@@ -242,12 +259,16 @@ class SchedulerClient:
         timeout: float | None = None,  # noqa: ASYNC109 (a per-call limit is the API)
     ) -> list[Selection]:
         """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
-        result = await self._call("select_destinations", spec.model_dump_json().encode(), timeout)
+        # fields at their defaults are left out: a service of an older version,
+        # which does not know the newer fields, still takes the request
+        body = spec.model_dump_json(exclude_defaults=True).encode()
+        result = await self._call("select_destinations", body, timeout)
         return cast(list[Selection], result)
 
     async def update_host(self, report: HostReport, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Apply a host report; False when it is stale."""
-        result = await self._call("host_report", report.model_dump_json().encode(), timeout)
+        body = report.model_dump_json(exclude_defaults=True).encode()
+        result = await self._call("host_report", body, timeout)
         return cast(HostReportResult, result).applied
 
     async def release(self, instance_uuid: str, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
@@ -319,6 +340,64 @@ class SchedulerClient:
         """Where ``instance_uuid`` is (its claim's host, or the host that reports it)."""
         body = WhereRequest(instance_uuid=instance_uuid).model_dump_json().encode()
         return cast(Location, await self._call("where", body, timeout))
+
+    # -- host aggregates (admin) ---------------------------------------------
+
+    async def create_aggregate(
+        self,
+        name: str,
+        metadata: Mapping[str, str | None] | None = None,
+        hosts: Sequence[str] = (),
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Aggregate:
+        """Create host aggregate ``name``; the same one sent again is answered alike."""
+        body = CreateAggregateRequest(name=name, metadata=dict(metadata or {}), hosts=list(hosts))
+        return cast(Aggregate, await self._call("create_aggregate", _json(body), timeout))
+
+    async def update_aggregate(
+        self,
+        name: str,
+        metadata: Mapping[str, str | None],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Aggregate:
+        """Merge ``metadata`` into the aggregate's; a None value deletes that key."""
+        body = UpdateAggregateRequest(name=name, metadata=dict(metadata))
+        return cast(Aggregate, await self._call("update_aggregate", _json(body), timeout))
+
+    async def delete_aggregate(self, name: str, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Delete an aggregate with no hosts; False when there is none."""
+        body = AggregateNameRequest(name=name)
+        result = await self._call("delete_aggregate", _json(body), timeout)
+        return cast(DeleteAggregateResult, result).deleted
+
+    async def add_host_to_aggregate(
+        self,
+        name: str,
+        host: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Aggregate:
+        """Put ``host`` (reported or not) in aggregate ``name``."""
+        body = AggregateHostRequest(name=name, host=host)
+        return cast(Aggregate, await self._call("add_host_to_aggregate", _json(body), timeout))
+
+    async def remove_host_from_aggregate(
+        self,
+        name: str,
+        host: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Aggregate:
+        """Take ``host`` out of aggregate ``name``."""
+        body = AggregateHostRequest(name=name, host=host)
+        return cast(Aggregate, await self._call("remove_host_from_aggregate", _json(body), timeout))
+
+    async def aggregates(self, *, timeout: float | None = None) -> list[Aggregate]:  # noqa: ASYNC109
+        """Every host aggregate, by name."""
+        result = await self._call("aggregates", b"{}", timeout)
+        return cast(list[Aggregate], result)
 
     # -- plumbing ------------------------------------------------------------
 

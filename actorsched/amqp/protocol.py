@@ -38,7 +38,19 @@ from pydantic.json_schema import models_json_schema
 
 from ..answers import ClaimsPage, Location, Plan
 from ..errors import NoValidHost, SchedulerError, error_from_wire
-from ..models import HostReport, HostState, Name, RequestSpec, Selection
+from ..models import (
+    Aggregate,
+    AggregateHostRequest,
+    AggregateNameRequest,
+    AggregatesRequest,
+    CreateAggregateRequest,
+    HostReport,
+    HostState,
+    Name,
+    RequestSpec,
+    Selection,
+    UpdateAggregateRequest,
+)
 
 __all__ = [
     "BATCH",
@@ -61,6 +73,7 @@ __all__ = [
     "BatchItem",
     "BatchRequest",
     "ClaimsRequest",
+    "DeleteAggregateResult",
     "ErrorReply",
     "HostReportResult",
     "HostStatesPage",
@@ -223,7 +236,9 @@ class BatchItem(_Body):
         min_length=1,
         max_length=64,
         description="an operation other than batch: select_destinations, host_report, "
-        "release, remove_host, host_states, plan, claims, where",
+        "release, remove_host, host_states, plan, claims, where, create_aggregate, "
+        "update_aggregate, delete_aggregate, add_host_to_aggregate, "
+        "remove_host_from_aggregate, aggregates",
     )
     body: Any = Field(description="the JSON body that operation takes on its own")
 
@@ -254,6 +269,12 @@ class RemoveHostResult(_Body):
     """Result of ``remove_host``: False when the host was unknown."""
 
     removed: bool
+
+
+class DeleteAggregateResult(_Body):
+    """Result of ``delete_aggregate``: False when there was no such aggregate."""
+
+    deleted: bool
 
 
 class WireError(BaseModel):
@@ -322,6 +343,19 @@ class WhereReply(RootModel[OkReply[Location] | ErrorReply]):
     """Reply to ``where``: the host of the instance, or null."""
 
 
+class AggregateReply(RootModel[OkReply[Aggregate] | ErrorReply]):
+    """Reply to ``create_aggregate``, ``update_aggregate``, ``add_host_to_aggregate``
+    and ``remove_host_from_aggregate``: the aggregate as it is now."""
+
+
+class DeleteAggregateReply(RootModel[OkReply[DeleteAggregateResult] | ErrorReply]):
+    """Reply to ``delete_aggregate``."""
+
+
+class AggregatesReply(RootModel[OkReply[list[Aggregate]] | ErrorReply]):
+    """Reply to ``aggregates``: every host aggregate, by name."""
+
+
 class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
     """The reply to one item of a ``batch``: what that operation alone would reply."""
 
@@ -359,6 +393,14 @@ OPERATIONS: dict[str, Operation] = {
         Operation("plan", RequestSpec, PlanReply, Plan),
         Operation("claims", ClaimsRequest, ClaimsReply, ClaimsPage),
         Operation("where", WhereRequest, WhereReply, Location),
+        Operation("create_aggregate", CreateAggregateRequest, AggregateReply, Aggregate),
+        Operation("update_aggregate", UpdateAggregateRequest, AggregateReply, Aggregate),
+        Operation(
+            "delete_aggregate", AggregateNameRequest, DeleteAggregateReply, DeleteAggregateResult
+        ),
+        Operation("add_host_to_aggregate", AggregateHostRequest, AggregateReply, Aggregate),
+        Operation("remove_host_from_aggregate", AggregateHostRequest, AggregateReply, Aggregate),
+        Operation("aggregates", AggregatesRequest, AggregatesReply, list[Aggregate]),
         Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }

@@ -71,14 +71,20 @@ from yarl import URL
 
 from ..core import (
     COMMANDS,
+    AddHostToAggregate,
     Command,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
     PlanPlacement,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
 )
 from ..core.views import HostStatesImage
@@ -103,6 +109,7 @@ from .protocol import (
     TRUNCATED_HEADER,
     BadMessage,
     BatchRequest,
+    DeleteAggregateResult,
     HostReportResult,
     HostStatesPage,
     HostStatesRequest,
@@ -136,7 +143,7 @@ log = logging.getLogger("actorsched.amqp.service")
 # refused items of one batch named in its one log line; the rest are counted
 _LOGGED_REFUSALS = 3
 # what one HostState weighs in JSON, about (no traits), and any other reply
-_HOST_STATE_BYTES = 360
+_HOST_STATE_BYTES = 460
 _SMALL_REPLY_BYTES = 512
 # bytes of a bad body kept in its dead letter: enough to tell what it was
 _DEAD_LETTER_KEEP = 4_096
@@ -191,6 +198,24 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] =
     "plan": (PlanPlacement, _as_is),
     "claims": (lambda request: GetClaims(request.host, request.cursor, request.limit), _as_is),
     "where": (lambda request: Locate(request.instance_uuid), _as_is),
+    "create_aggregate": (
+        lambda request: CreateAggregate(request.name, request.metadata, tuple(request.hosts)),
+        _as_is,
+    ),
+    "update_aggregate": (lambda request: UpdateAggregate(request.name, request.metadata), _as_is),
+    "delete_aggregate": (
+        lambda request: DeleteAggregate(request.name),
+        lambda deleted: DeleteAggregateResult(deleted=bool(deleted)),
+    ),
+    "add_host_to_aggregate": (
+        lambda request: AddHostToAggregate(request.name, request.host),
+        _as_is,
+    ),
+    "remove_host_from_aggregate": (
+        lambda request: RemoveHostFromAggregate(request.name, request.host),
+        _as_is,
+    ),
+    "aggregates": (lambda request: GetAggregates(), _as_is),
 }
 # every command with an operation of its own (core.COMMANDS) is routed, and nothing else
 assert (

@@ -4,16 +4,23 @@ No asyncio here.
 """
 
 from .commands import (
+    AGGREGATE_COMMANDS,
     COMMANDS,
+    AddHostToAggregate,
     Command,
     CommandInfo,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
     PlanPlacement,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
@@ -24,11 +31,16 @@ from .table import HostTable
 from .weighers import HostWeigher
 
 __all__ = [
+    "AGGREGATE_COMMANDS",
     "COMMANDS",
+    "AddHostToAggregate",
     "Claim",
     "ClaimLedger",
     "Command",
     "CommandInfo",
+    "CreateAggregate",
+    "DeleteAggregate",
+    "GetAggregates",
     "GetClaims",
     "GetHostStates",
     "HostFilter",
@@ -40,8 +52,10 @@ __all__ = [
     "PlanPlacement",
     "Release",
     "RemoveHost",
+    "RemoveHostFromAggregate",
     "SchedulerCore",
     "SelectDestinations",
+    "UpdateAggregate",
     "UpdateHost",
     "UpdateHosts",
 ]

@@ -15,24 +15,32 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..answers import ClaimsPage, Location, Plan
-from ..models import HostReport, RequestSpec, Selection
+from ..models import Aggregate, HostReport, RequestSpec, Selection
 from .views import HostStatesImage, ImageBuffers
 
 __all__ = [
+    "AGGREGATE_COMMANDS",
     "COMMANDS",
+    "AddHostToAggregate",
     "Command",
     "CommandInfo",
+    "CreateAggregate",
+    "DeleteAggregate",
+    "GetAggregates",
     "GetClaims",
     "GetHostStates",
     "Locate",
     "PlanPlacement",
     "Release",
     "RemoveHost",
+    "RemoveHostFromAggregate",
     "SelectDestinations",
+    "UpdateAggregate",
     "UpdateHost",
     "UpdateHosts",
     "info",
@@ -119,6 +127,55 @@ class Locate(Command[Location]):
 
 
 @dataclass(frozen=True, slots=True)
+class CreateAggregate(Command[Aggregate]):
+    """Create host aggregate ``name`` with ``metadata`` and ``hosts``; the aggregate.
+
+    The same aggregate asked for again (a redelivery) answers it and changes
+    nothing; a name taken otherwise is InvalidRequest (Nova's AggregateNameExists).
+    """
+
+    name: str
+    metadata: Mapping[str, str | None] = field(default_factory=dict)
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateAggregate(Command[Aggregate]):
+    """Merge ``metadata`` into aggregate ``name``'s; a None value deletes its key."""
+
+    name: str
+    metadata: Mapping[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAggregate(Command[bool]):
+    """Delete aggregate ``name`` (it must have no hosts); False when there is none."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddHostToAggregate(Command[Aggregate]):
+    """Add ``host`` (reported or not) to aggregate ``name``; the aggregate."""
+
+    name: str
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveHostFromAggregate(Command[Aggregate]):
+    """Take ``host`` out of aggregate ``name``; the aggregate."""
+
+    name: str
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetAggregates(Command[list[Aggregate]]):
+    """Every host aggregate, by name."""
+
+
+@dataclass(frozen=True, slots=True)
 class CommandInfo:
     """The names one command goes by in the other layers."""
 
@@ -138,6 +195,27 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo(PlanPlacement, "plan", "plan", None),
     CommandInfo(GetClaims, "claims", "claims", None),
     CommandInfo(Locate, "where", "where", None),
+    CommandInfo(CreateAggregate, "create_aggregate", "create_aggregate", "aggregate_create"),
+    CommandInfo(UpdateAggregate, "update_aggregate", "update_aggregate", "aggregate_update"),
+    CommandInfo(DeleteAggregate, "delete_aggregate", "delete_aggregate", "aggregate_delete"),
+    CommandInfo(
+        AddHostToAggregate, "add_host_to_aggregate", "add_host_to_aggregate", "aggregate_add_host"
+    ),
+    CommandInfo(
+        RemoveHostFromAggregate,
+        "remove_host_from_aggregate",
+        "remove_host_from_aggregate",
+        "aggregate_remove_host",
+    ),
+    CommandInfo(GetAggregates, "aggregates", "aggregates", None),
+)
+# the admin commands that change host aggregates (each journaled as its own record)
+AGGREGATE_COMMANDS: tuple[type[Command[Any]], ...] = (
+    CreateAggregate,
+    UpdateAggregate,
+    DeleteAggregate,
+    AddHostToAggregate,
+    RemoveHostFromAggregate,
 )
 _BY_CLASS = {entry.command: entry for entry in COMMANDS}
 

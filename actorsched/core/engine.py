@@ -18,6 +18,13 @@ Rules this module keeps (everything that changes host state lives here):
   credit: that listing is the released instance, and the claim is
   confirmed only by a listing after the credit ended.
 * A report is applied only when its generation is above the host's last.
+* Host aggregates change only through the admin commands, each checked
+  whole before any change (a refused one changes nothing). A row's zone is
+  its aggregates' ``availability_zone`` when they have one, else its
+  report's; its allocation ratios are, per resource, its aggregates'
+  smallest when that Aggregate*Filter is enabled, else the ratio its report
+  carries, else the configured one. Both are rewritten for exactly the
+  hosts an aggregate change concerns, and for a host when it reports.
 """
 
 from __future__ import annotations
@@ -25,24 +32,32 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import operator
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar, cast
 
 import numpy as np
 
 from ..answers import ClaimInfo, ClaimsPage, Location, Plan, PlanCandidate, PlannedInstance
 from ..errors import InvalidRequest, NoValidHost
-from ..models import HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from ..models import Aggregate, HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from .aggregates import AZ_KEY, AggregateBook, AggregateChange
 from .commands import (
+    AddHostToAggregate,
     Command,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
     PlanPlacement,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
@@ -55,7 +70,7 @@ from .ledger import (
     request_fingerprint,
 )
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
-from .table import HostTable, reported_figures
+from .table import HostTable, report_values, reported_figures
 from .views import capture_host_states, host_state
 from .weighers import HostWeigher, builtin_weighers
 
@@ -72,6 +87,16 @@ _EMPTY: frozenset[str] = frozenset()
 # Distinct request fingerprints kept for sharing between claims before the
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
+# a report's own allocation ratios (ram, cpu, disk); all None in most reports
+_REPORTED_RATIOS = operator.attrgetter(
+    "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
+)
+_NO_RATIOS = (None, None, None)
+# A report names a ratio only if one of these was given (pydantic's set of the
+# fields a message was built with: a cheaper test than reading the three)
+_RAM, _CPU, _DISK = "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
+# the filter whose aggregate ratio a row takes, per resource (ram, cpu, disk)
+_AGGREGATE_RATIO_FILTERS = ("AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter")
 
 
 class SchedulerCore:
@@ -136,6 +161,16 @@ class SchedulerCore:
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
         self._fingerprints: dict[object, str] = {}  # see _fingerprint
+        self.aggregates = AggregateBook(config)
+        self.table.membership_names = self.aggregates.memberships
+        # per resource: does an aggregate's ratio count (its Aggregate*Filter is on)
+        self._aggregate_ratios = tuple(name in names for name in _AGGREGATE_RATIO_FILTERS)
+        # rows whose last report carried an allocation ratio: row -> (ram, cpu, disk)
+        self.reported_ratios: dict[int, tuple[float | None, float | None, float | None]] = {}
+        # hosts in an aggregate with availability_zone metadata -> that zone's id
+        self._zone_pins: dict[str, int] = {}
+        # what a placement's filters see of the aggregates: None while there are none
+        self._placing_aggregates: AggregateBook | None = None
 
     # -- dispatch ---------------------------------------------------------
 
@@ -160,6 +195,18 @@ class SchedulerCore:
             result = self.claims_page(command.host, command.start, command.limit)
         elif isinstance(command, Locate):
             result = self.where(command.instance_uuid)
+        elif isinstance(command, CreateAggregate):
+            result = self.create_aggregate(command.name, command.metadata, command.hosts)
+        elif isinstance(command, UpdateAggregate):
+            result = self.update_aggregate(command.name, command.metadata)
+        elif isinstance(command, DeleteAggregate):
+            result = self.delete_aggregate(command.name)
+        elif isinstance(command, AddHostToAggregate):
+            result = self.add_host_to_aggregate(command.name, command.host)
+        elif isinstance(command, RemoveHostFromAggregate):
+            result = self.remove_host_from_aggregate(command.name, command.host)
+        elif isinstance(command, GetAggregates):
+            result = self.aggregates.aggregates()
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
@@ -181,12 +228,20 @@ class SchedulerCore:
             self._check_room((report,))  # before any change: a refused report changes nothing
         if row is None:
             row = table.add_row(report.host)
+            if self.aggregates.of_host:
+                table.agg_set[row] = self.aggregates.membership_of(report.host)
+                self._set_ratios(row, _NO_RATIOS)  # its aggregates' (the report's below)
         table.floats["reported_at"][row] = now
         if now < self._oldest:
             self._oldest = now
         table.stale[row] = False
         table.enabled[row] = report.enabled
-        table.zone[row] = table.zone_id(report.availability_zone, create=True)
+        zid = table.zone_id(report.availability_zone, create=True)
+        table.reported_zone[row] = zid
+        table.zone[row] = self._zone_pins.get(report.host, zid) if self._zone_pins else zid
+        ratios = _REPORTED_RATIOS(report)
+        if ratios != _NO_RATIOS or row in self.reported_ratios or row in table.custom_ratios:
+            self._set_ratios(row, ratios)  # the report's set_reported refreshes the row
         if tuple(report.traits) != table.host_traits[row]:
             table.set_traits(row, report.traits)
         table.set_reported(row, reported_figures(report))
@@ -252,6 +307,8 @@ class SchedulerCore:
         listed = self.ledger.listed
         claimed = self.ledger.by_row
         credited = self.ledger.released
+        reported_ratios = self.reported_ratios
+        zone_ids = table.zone_ids
         applied: list[bool] = []
         rows: list[int] = []
         figures: list[tuple[int, ...]] = []
@@ -265,23 +322,137 @@ class SchedulerCore:
                 if row in listed or row in claimed or row in credited:
                     applied.append(self.update_host(report, now))
                     continue
-            if report.instances:
+            given = report.__pydantic_fields_set__  # a ratio was given: the one-report path
+            if report.instances or (_RAM in given or _CPU in given or _DISK in given):
                 applied.append(self.update_host(report, now))
                 continue
             if row is None:
                 row = table.add_row(report.host)
+                if self.aggregates.of_host:
+                    table.agg_set[row] = self.aggregates.membership_of(report.host)
+                    self._set_ratios(row, _NO_RATIOS)
+            elif reported_ratios and row in reported_ratios:
+                applied.append(self.update_host(report, now))
+                continue
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
             rows.append(row)
-            figures.append(reported_figures(report))
+            figures.append((*report_values(report), 0))  # reported_figures: it lists none
             enabled.append(report.enabled)
-            zones.append(table.zone_id(report.availability_zone, create=True))
+            zone = report.availability_zone
+            if zone is None:
+                zones.append(-1)
+            else:
+                zid = zone_ids.get(zone)
+                zones.append(table.zone_id(zone, create=True) if zid is None else zid)
             applied.append(True)
         if rows:
             table.set_reported_many(rows, figures, enabled, zones, now)
+            pins = self._zone_pins
+            if pins:
+                names = table.name_of
+                for row in rows:
+                    pin = pins.get(names[row] or "")
+                    if pin is not None:
+                        table.zone[row] = pin
             if now < self._oldest:
                 self._oldest = now
         return applied
+
+    # -- allocation ratios and host aggregates ------------------------------
+
+    def _set_ratios(
+        self, row: int, reported: tuple[float | None, float | None, float | None]
+    ) -> bool:
+        """Record the ratios ``row``'s report carries and write its effective ones
+        (the caller refreshes the row); True when the effective ones changed."""
+        if reported == _NO_RATIOS:
+            self.reported_ratios.pop(row, None)
+        else:
+            self.reported_ratios[row] = reported
+        own = reported
+        membership = int(self.table.agg_set[row])
+        from_aggregates = (
+            self.aggregates.ratios_of(membership)
+            if membership and any(self._aggregate_ratios)
+            else _NO_RATIOS
+        )
+        ram, cpu, disk = (
+            aggregate if use and aggregate is not None else mine if mine is not None else default
+            for use, aggregate, mine, default in zip(
+                self._aggregate_ratios,
+                from_aggregates,
+                own,
+                self.table.default_ratios,
+                strict=True,
+            )
+        )
+        return self.table.set_ratios(row, (ram, cpu, disk))
+
+    def create_aggregate(
+        self,
+        name: str,
+        metadata: Mapping[str, str | None] | None = None,
+        hosts: Sequence[str] = (),
+    ) -> Aggregate:
+        """Create host aggregate ``name``; the same one again is answered, not refused."""
+        change = self.aggregates.plan_create(name, metadata or {}, hosts)
+        if change is not None:
+            self._change_aggregates(change)
+        return self.aggregates.get(name)
+
+    def update_aggregate(self, name: str, metadata: Mapping[str, str | None]) -> Aggregate:
+        """Merge ``metadata`` into aggregate ``name``'s; a None value deletes that key."""
+        self._change_aggregates(self.aggregates.plan_update(name, metadata))
+        return self.aggregates.get(name)
+
+    def delete_aggregate(self, name: str) -> bool:
+        """Delete aggregate ``name`` (it must have no hosts); False when there is none."""
+        change = self.aggregates.plan_delete(name)
+        if change is None:
+            return False
+        self._change_aggregates(change)
+        return True
+
+    def add_host_to_aggregate(self, name: str, host: str) -> Aggregate:
+        """Put ``host`` (reported or not) in aggregate ``name``."""
+        self._change_aggregates(self.aggregates.plan_add_host(name, host))
+        return self.aggregates.get(name)
+
+    def remove_host_from_aggregate(self, name: str, host: str) -> Aggregate:
+        """Take ``host`` out of aggregate ``name``."""
+        self._change_aggregates(self.aggregates.plan_remove_host(name, host))
+        return self.aggregates.get(name)
+
+    def _change_aggregates(self, change: AggregateChange) -> None:
+        """Make a checked change, then rewrite the zone, membership and ratios of
+        every row it concerns."""
+        table = self.table
+        book = self.aggregates
+        zone = None if change.delete else change.metadata.get(AZ_KEY)
+        if zone is not None and zone not in table.zone_ids:
+            self._check_new(set(), set(), {zone})  # before any change
+        hosts: Iterable[str] = book.apply(change)
+        self._placing_aggregates = book if book.by_name else None
+        if book.compact_due:
+            book.compact()
+            table.membership_names = book.memberships
+            hosts = set(table.row_of) | set(book.of_host) | set(self._zone_pins)
+        pins = self._zone_pins
+        for host in hosts:
+            membership = book.membership_of(host)
+            zone = book.zone_of(membership) if membership else None
+            if zone is None:
+                pins.pop(host, None)
+            else:
+                pins[host] = table.zone_id(zone, create=True)
+            row = table.row_of.get(host)
+            if row is None:
+                continue
+            table.agg_set[row] = membership
+            table.zone[row] = pins.get(host, int(table.reported_zone[row]))
+            if self._set_ratios(row, self.reported_ratios.get(row, _NO_RATIOS)):
+                table.refresh(row)
 
     def _reconcile(self, row: int, listed: frozenset[str], now: float) -> None:
         """Settle claims and release credits on ``row`` against what its report lists."""
@@ -325,6 +496,7 @@ class SchedulerCore:
         if row is None:
             return False
         self.ledger.forget_row(row)
+        self.reported_ratios.pop(row, None)
         table.remove_row(row)
         return True
 
@@ -363,7 +535,9 @@ class SchedulerCore:
                 f"the scheduler holds {len(claims):,} live claims and max_claims is "
                 f"{self.config.max_claims:,}: release instances, or raise max_claims"
             )
-        ctx = PlacementContext(spec, self.config, now, self.ledger, self.locate)
+        ctx = PlacementContext(
+            spec, self.config, now, self.ledger, self.locate, [], self._placing_aggregates
+        )
         placed: list[str] = []
         # One instance: its alternates are the next best hosts it was ranked
         # with. Several: as Nova's filter scheduler, the alternates are chosen
@@ -697,6 +871,8 @@ class SchedulerCore:
             state = host_state(self.table, self.table.row_of[host])
             h.update(state.model_dump_json(exclude={"reported_at"}).encode())
             h.update(repr(sorted(self.ledger.listed_on(self.table.row_of[host]))).encode())
+        for aggregate in self.aggregates.aggregates():
+            h.update(aggregate.model_dump_json().encode())
         for uuid in sorted(self.ledger.claims):
             c = self.ledger.claims[uuid]
             h.update(

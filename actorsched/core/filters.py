@@ -14,6 +14,13 @@ same name (release 18.0.0); the resource filters' rule is the table's
 headroom (see ``HostTable._derive``): the capacity left with the allocation
 ratio, never more than the host's own total (an instance may not overcommit
 against itself), and CoreFilter passes a host that reports 0 vCPUs.
+
+The host aggregate filters (not enabled by default, as in Nova) decide once
+per distinct set of aggregates (a *membership*, see :mod:`.aggregates`) and
+answer per row with one gather over the table's ``agg_set`` column; the
+Aggregate{Ram,Core,Disk}Filter ratios are the table's per-row ratios (the
+engine writes a row's aggregate ratio there when such a filter is on), so
+their rule is the resource filters' own.
 """
 
 from __future__ import annotations
@@ -26,11 +33,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..models import HostState, RequestSpec, SchedulerConfig
+from .aggregates import TENANT_KEY, TYPE_KEY, AggregateBook, match_extra_spec, scoped_extra_specs
 from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
 from .views import host_state
 
 __all__ = [
+    "AGGREGATE_RATIO_FILTERS",
     "BUILTIN_FILTER_CLASSES",
     "RESOURCE_RULES",
     "HostFilter",
@@ -52,6 +61,7 @@ class PlacementContext:
     ledger: ClaimLedger
     locate: Callable[[str], int | None]  # instance uuid -> row, or None when unknown
     chosen_rows: list[int] = field(default_factory=list)  # earlier instances of this request
+    aggregates: AggregateBook | None = None  # the host aggregates (None: there are none)
 
 
 @runtime_checkable
@@ -130,10 +140,136 @@ RESOURCE_RULES: tuple[tuple[int, str], ...] = tuple(
 )
 
 
+class AggregateRamFilter(RamFilter):
+    """RamFilter with the smallest ``ram_allocation_ratio`` of the host's aggregates
+    (Nova's AggregateRamFilter); a host in none, or with a value that is not a
+    positive number, keeps its own ratio."""
+
+    name = "AggregateRamFilter"
+
+
+class AggregateCoreFilter(CoreFilter):
+    """CoreFilter with the smallest ``cpu_allocation_ratio`` of the host's aggregates."""
+
+    name = "AggregateCoreFilter"
+
+
+class AggregateDiskFilter(DiskFilter):
+    """DiskFilter with the smallest ``disk_allocation_ratio`` of the host's aggregates."""
+
+    name = "AggregateDiskFilter"
+
+
+# the ratio each Aggregate*Filter reads from aggregate metadata, in headroom order
+AGGREGATE_RATIO_FILTERS: tuple[type[ResourceFilter], ...] = (
+    AggregateRamFilter,
+    AggregateCoreFilter,
+    AggregateDiskFilter,
+)
+
+
+def _by_membership(table: HostTable, answers: BoolColumn) -> BoolColumn:
+    passed: BoolColumn = answers[table.agg_set[: table.n]]
+    return passed
+
+
+class AggregateInstanceExtraSpecsFilter:
+    """Hosts whose aggregates' metadata match the flavor's extra specs (Nova 18.0.0).
+
+    Keys unscoped or of the ``aggregate_instance_extra_specs:`` scope are
+    checked, keys of other scopes ignored; each must be in the metadata of
+    one of the host's aggregates with a comma-separated value that matches
+    (extra_specs_ops: ``<in>``, ``<all-in>``, ``<or>``, ``s==`` ..., ``>=`` ...,
+    else equality). A host in no aggregate has no metadata: it fails any
+    such key. No such key in the request: the filter does not apply.
+    """
+
+    name = "AggregateInstanceExtraSpecsFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        if not ctx.spec.extra_specs:
+            return None
+        pairs = scoped_extra_specs(ctx.spec.extra_specs)
+        if not pairs:
+            return None
+        book = ctx.aggregates
+        if book is None:
+            return np.zeros(table.n, dtype=np.bool_)
+
+        def decide(membership: int) -> bool:
+            metadata = book.metadata_by_host(membership)
+            return all(
+                any(match_extra_spec(value, wanted) for value in metadata.get(key, ()))
+                for key, wanted in pairs
+            )
+
+        return _by_membership(table, book.answers((self.name, pairs), decide))
+
+
+class AggregateMultiTenancyIsolation:
+    """A host in an aggregate with ``filter_tenant_id`` takes only those projects.
+
+    Nova 18.0.0: the values are comma lists, over every aggregate of the
+    host that has the key; a host in no such aggregate takes every project.
+    A request with no ``project_id`` is of no listed project. Only the
+    ``filter_tenant_id`` key counts (``filter_tenant_id_*`` keys came after
+    18.0.0). No aggregate has the key: the filter does not apply.
+    """
+
+    name = "AggregateMultiTenancyIsolation"
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        """True when some aggregate has the key (then every request is checked)."""
+        return ctx.aggregates is not None and ctx.aggregates.has(TENANT_KEY)
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        book = ctx.aggregates
+        if book is None or not book.has(TENANT_KEY):
+            return None
+        project = ctx.spec.project_id
+
+        def decide(membership: int) -> bool:
+            allowed = book.metadata_by_host(membership, TENANT_KEY).get(TENANT_KEY)
+            return not allowed or project in allowed
+
+        return _by_membership(table, book.answers((self.name, project), decide))
+
+
+class AggregateTypeAffinityFilter:
+    """A host in an aggregate with ``instance_type`` takes only those flavors.
+
+    Nova 18.0.0: passes when one of the host's aggregates' ``instance_type``
+    values (each a comma list) names the flavor, or none has the key. A
+    request with no ``flavor_name`` names no flavor. No aggregate has the
+    key: the filter does not apply.
+    """
+
+    name = "AggregateTypeAffinityFilter"
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        """True when some aggregate has the key (then every request is checked)."""
+        return ctx.aggregates is not None and ctx.aggregates.has(TYPE_KEY)
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        book = ctx.aggregates
+        if book is None or not book.has(TYPE_KEY):
+            return None
+        flavor = ctx.spec.flavor_name
+
+        def decide(membership: int) -> bool:
+            values = book.values_from_key(membership, TYPE_KEY)
+            return not values or any(
+                flavor in [part.strip() for part in value.split(",")] for value in values
+            )
+
+        return _by_membership(table, book.answers((self.name, flavor), decide))
+
+
 class AvailabilityZoneFilter:
     """Hosts in the requested availability zone, when one is requested.
 
-    A host that reports no zone is in ``default_availability_zone``, as in Nova.
+    A host's zone is its aggregates' ``availability_zone`` (as Nova), else
+    the zone its report names, else ``default_availability_zone``.
     """
 
     name = "AvailabilityZoneFilter"
@@ -292,5 +428,11 @@ BUILTIN_FILTER_CLASSES: dict[str, type[HostFilter]] = {
         ServerGroupAntiAffinityFilter,
         NumInstancesFilter,
         IoOpsFilter,
+        AggregateInstanceExtraSpecsFilter,
+        AggregateMultiTenancyIsolation,
+        AggregateTypeAffinityFilter,
+        AggregateRamFilter,
+        AggregateCoreFilter,
+        AggregateDiskFilter,
     )
 }

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..models import Aggregate
 from .engine import SchedulerCore
 from .ledger import Claim
 from .table import REPORT_COLUMNS
@@ -31,6 +32,7 @@ __all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "CoreImage", "capture"]
 
 # raw table columns a host report sets: column -> HostReport field
 _REPORTED = REPORT_COLUMNS  # (column, report field)
+_RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 
 
 # a live claim as a snapshot keeps it, column by column
@@ -64,12 +66,15 @@ class CoreImage:
     columns: dict[str, NDArray[np.int64]]
     reported_at: NDArray[np.float64]
     enabled: NDArray[np.bool_]
-    zone: NDArray[np.int32]
+    zone: NDArray[np.int32]  # the zone each report named (not the aggregates')
     zone_names: list[str]
     host_traits: list[tuple[str, ...]]
     listed: dict[int, frozenset[str]]
     claims: list[tuple[Claim, bool]]
     released: dict[int, dict[str, tuple[int, int, int]]]
+    # the allocation ratios each host's report carried (rows with one only)
+    reported_ratios: dict[int, tuple[float | None, float | None, float | None]]
+    aggregates: list[Aggregate]
 
     def host_columns(self) -> dict[str, list[Any]]:
         """Every host as the report that rebuilds it, in columns named as
@@ -87,7 +92,15 @@ class CoreImage:
         columns["traits"] = [list(self.host_traits[row]) for row in rows]
         columns["instances"] = [sorted(self.listed.get(row, empty)) for row in rows]
         columns["reported_at"] = self.reported_at[index].tolist()
+        none = (None, None, None)
+        ratios = [self.reported_ratios.get(row, none) for row in rows]
+        for i, field in enumerate(_RATIO_FIELDS):
+            columns[field] = [r[i] for r in ratios]
         return columns
+
+    def aggregate_list(self) -> list[dict[str, Any]]:
+        """Every host aggregate as ``{"name", "hosts", "metadata"}``, by name."""
+        return [aggregate.model_dump() for aggregate in self.aggregates]
 
     def claim_columns(self) -> dict[str, list[Any]]:
         """Every live claim, one list per name in :data:`CLAIM_COLUMNS`."""
@@ -134,10 +147,12 @@ def capture(core: SchedulerCore) -> CoreImage:
         columns={col: table.ints[col][:n].copy() for col, _ in _REPORTED},
         reported_at=table.floats["reported_at"][:n].copy(),
         enabled=table.enabled[:n].copy(),
-        zone=table.zone[:n].copy(),
+        zone=table.reported_zone[:n].copy(),
         zone_names=list(table.zone_names),
         host_traits=host_traits,
         listed=dict(core.ledger.listed),
         claims=[(c, c.confirmed) for c in core.ledger.claims.values()],
         released={row: dict(credits) for row, credits in core.ledger.released.items()},
+        reported_ratios=dict(core.reported_ratios),
+        aggregates=core.aggregates.aggregates(),
     )

@@ -54,15 +54,33 @@ def _canonical_list(values: list[str]) -> str:
     return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
+def _canonical_map(values: dict[str, str]) -> str:
+    """``values`` in JSON with sorted keys, or a digest of that when long."""
+    text = (
+        "{"
+        + ",".join(_json_string(k) + ":" + _json_string(values[k]) for k in sorted(values))
+        + "}"
+    )
+    if len(text) <= _MAX_LISTED_CHARS:
+        return text
+    return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+
+
 def asks_resources_only(spec: RequestSpec) -> bool:
-    """True for a request with no zone, traits, server group, hints or ignore_hosts
-    (most requests): its fingerprint is its resources, and the ranking's
-    shortcut can answer it."""
+    """True for a request with no zone, traits, server group, hints, ignore_hosts,
+    flavor name, extra specs or project (most requests): its fingerprint is its
+    resources, and the ranking's shortcut can answer it."""
+    # pydantic keeps a model's field values in its __dict__: reading them there
+    # skips the attribute machinery (every request asks this, in the owner)
+    fields = spec.__dict__
     return (
-        spec.availability_zone is None
-        and spec.group is None
-        and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
-        and not (spec.same_host or spec.different_host)
+        fields["availability_zone"] is None
+        and fields["group"] is None
+        and not (fields["required_traits"] or fields["forbidden_traits"])
+        and not (fields["ignore_hosts"] or fields["same_host"] or fields["different_host"])
+        and fields["flavor_name"] is None
+        and fields["project_id"] is None
+        and not fields["extra_specs"]
     )
 
 
@@ -74,7 +92,8 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     gets or where it may go: ``memory_mb``, ``vcpus`` and ``disk_gb``;
     ``availability_zone``; ``required_traits`` and ``forbidden_traits``;
     ``group`` (id and policy); the ``same_host`` and ``different_host``
-    hints; and ``ignore_hosts``. No field of a RequestSpec is retry-only,
+    hints; ``ignore_hosts``; and what the aggregate filters read:
+    ``flavor_name``, ``extra_specs`` and ``project_id``. No field of a RequestSpec is retry-only,
     so none is left out: a repeat with other ``ignore_hosts`` asks to avoid
     other hosts, and answering it with the held claim could place it on one
     it ignores. Not ``instance_uuids``: they are the claims' keys (a repeat
@@ -98,6 +117,10 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     if spec.different_host:
         parts.append('"different_host":' + _canonical_list(spec.different_host))
     parts.append(f'"disk_gb":{spec.disk_gb}')
+    if spec.extra_specs:
+        parts.append('"extra_specs":' + _canonical_map(spec.extra_specs))
+    if spec.flavor_name is not None:
+        parts.append('"flavor_name":' + _json_string(spec.flavor_name))
     if spec.forbidden_traits:
         parts.append('"forbidden_traits":' + _canonical_list(spec.forbidden_traits))
     if spec.group is not None:
@@ -107,6 +130,8 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
         lowered = [host.lower() for host in spec.ignore_hosts]
         parts.append('"ignore_hosts":' + _canonical_list(lowered))
     parts.append(f'"memory_mb":{spec.memory_mb}')
+    if spec.project_id is not None:
+        parts.append('"project_id":' + _json_string(spec.project_id))
     if spec.required_traits:
         parts.append('"required_traits":' + _canonical_list(spec.required_traits))
     if spec.same_host:

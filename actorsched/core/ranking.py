@@ -24,6 +24,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,8 +32,11 @@ from numpy.typing import NDArray
 from ..errors import NoValidHost
 from ..models import SchedulerConfig
 from .filters import (
+    AGGREGATE_RATIO_FILTERS,
     BUILTIN_FILTER_CLASSES,
     RESOURCE_RULES,
+    AggregateMultiTenancyIsolation,
+    AggregateTypeAffinityFilter,
     ComputeFilter,
     CoreFilter,
     DiskFilter,
@@ -41,6 +45,7 @@ from .filters import (
     NumInstancesFilter,
     PlacementContext,
     RamFilter,
+    ResourceFilter,
 )
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .weighers import (
@@ -63,7 +68,13 @@ __all__ = [
 
 # Filters the table answers per row (``row_ok``), kept current on every row change.
 ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
-_RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter)
+# the resource filters: their rule is the headroom (the Aggregate* ones too:
+# the aggregate's ratio is in the row's own ratio)
+_RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter, *AGGREGATE_RATIO_FILTERS)
+# Aggregate filters that check every request (not only one naming a project
+# or flavor) once some aggregate has their key: while one applies, the
+# shortcut for a request of resources only is not taken.
+_GUARD_FILTERS = (AggregateMultiTenancyIsolation, AggregateTypeAffinityFilter)
 # What a request asks of each headroom row, in the table's headroom order: the
 # resource filters' own rule (filters.RESOURCE_RULES), so the fused check
 # below is that rule over all three rows at once, not a copy of it.
@@ -76,6 +87,7 @@ _RAM_LEFT, _CPU_LEFT, _DISK_LEFT = (operator.itemgetter(row) for row in _HEADROO
 _HINT_FILTERS = frozenset(BUILTIN_FILTER_CLASSES.values()) - {
     *ROW_LOCAL_FILTERS,
     *_RESOURCE_FILTERS,
+    *_GUARD_FILTERS,
 }
 
 # -- tuning knobs (same rankings whatever their values; only the speed differs) --
@@ -163,9 +175,10 @@ class Ranker:
         self._request_filters = [f for f in self.filters if not isinstance(f, ROW_LOCAL_FILTERS)]
         # With all three resource filters on, they are one comparison over
         # the table's headroom array instead of three.
-        self._fused_resources = all(
-            any(type(f) is cls for f in self.filters) for cls in _RESOURCE_FILTERS
-        )
+        columns = {
+            cast(ResourceFilter, f).column for f in self.filters if type(f) in _RESOURCE_FILTERS
+        }
+        self._fused_resources = columns == {RamFilter.column, CoreFilter.column, DiskFilter.column}
         if self._fused_resources:
             self._request_filters = [
                 f for f in self._request_filters if type(f) not in _RESOURCE_FILTERS
@@ -173,9 +186,10 @@ class Ranker:
         # When every per-request filter and weigher left is a built-in that says
         # nothing (returns None) for a request with no zone, traits, group or
         # host hints, such a request need not even call them.
-        self._hints_only = all(type(f) in _HINT_FILTERS for f in self._request_filters) and all(
-            isinstance(w, SoftGroupWeigher) for w in self._other_weighers
-        )
+        self._guards = [f for f in self._request_filters if isinstance(f, _GUARD_FILTERS)]
+        self._hints_only = all(
+            type(f) in _HINT_FILTERS or type(f) in _GUARD_FILTERS for f in self._request_filters
+        ) and all(isinstance(w, SoftGroupWeigher) for w in self._other_weighers)
 
     def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
         """``ignore_hosts``: False for each host named there, ignoring case (as Nova)."""
@@ -194,7 +208,13 @@ class Ranker:
         of the request (worked out once per request).
         """
         table = self.table
-        if self._hints_only and self.shortcut and table.n and resources_only:
+        if (
+            self._hints_only
+            and self.shortcut
+            and table.n
+            and resources_only
+            and not (self._guards and any(g.applies(ctx) for g in self._guards))
+        ):
             top = self._top_unfiltered(ctx, want)
             return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]

@@ -71,6 +71,8 @@ INT_COLUMNS = (
 )
 REPORTED = slice(0, len(REPORT_COLUMNS) + 1)
 _REPORT_FIELDS = operator.attrgetter(*(field for _, field in REPORT_COLUMNS))
+# a report's figures of REPORT_COLUMNS, in order (reported_figures adds its instance count)
+report_values = _REPORT_FIELDS
 
 
 def reported_figures(report: HostReport) -> tuple[int, ...]:
@@ -148,9 +150,18 @@ class HostTable:
         # zero figures, out of reach of every extreme and every score.
         self._views_failed = [-np.inf] * in_use + [np.inf] * in_use
         self._derived_empty = [-np.inf] * 3 + [OUT_OF_REACH] + [0.0] * w + self._views_failed
-        self.ram_ratio = ram_ratio
-        self.cpu_ratio = cpu_ratio
-        self.disk_ratio = disk_ratio
+        # The configured allocation ratios, and each row's own (``ratios``: one
+        # column per row, (ram, cpu, disk)); ``custom_ratios`` holds the rows whose
+        # ratios differ from the configured ones (a host's reported ratio, an
+        # aggregate's), so a refresh of any other row reads no array for them.
+        self.default_ratios: tuple[float, float, float] = (ram_ratio, cpu_ratio, disk_ratio)
+        self.custom_ratios: dict[int, tuple[float, float, float]] = {}
+        self.ratios: NDArray[np.float64] = np.zeros((3, 0), dtype=np.float64)
+        # the membership id of each row's host aggregates (aggregates.py; 0: none)
+        self.agg_set: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        # membership id -> its aggregates' names (the engine's AggregateBook list;
+        # append-only, replaced whole when renumbered, so a reader may keep it)
+        self.membership_names: list[tuple[str, ...]] = [()]
         self.n = 0
         self.count = 0  # active rows
         self._capacity = 0
@@ -172,7 +183,10 @@ class HostTable:
         self.trait_sets: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.active: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         self.enabled: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        # ``zone`` is the zone a row is in (its aggregates' zone, else its
+        # report's); ``reported_zone`` the one its last report named
         self.zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.reported_zone: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.traits: NDArray[np.uint64] = np.zeros((0, 1), dtype=np.uint64)
         self.raw: NDArray[np.int64] = np.zeros((0, len(INT_COLUMNS)), dtype=np.int64)
         self.ints: dict[str, NDArray[np.int64]] = {}
@@ -223,6 +237,12 @@ class HostTable:
         self.active = grown(self.active)  # type: ignore[assignment]
         self.enabled = grown(self.enabled)  # type: ignore[assignment]
         self.zone = grown(self.zone)  # type: ignore[assignment]
+        self.reported_zone = grown(self.reported_zone)  # type: ignore[assignment]
+        self.agg_set = grown(self.agg_set)  # type: ignore[assignment]
+        ratios = np.empty((3, capacity), dtype=np.float64)
+        ratios[:, :old] = self.ratios[:, :old]
+        ratios[:, old:] = np.array(self.default_ratios)[:, None]
+        self.ratios = ratios
         self.traits = grown(self.traits)  # type: ignore[assignment]
         self.stale = grown(self.stale)  # type: ignore[assignment]
         self.raw = grown(self.raw)  # type: ignore[assignment]
@@ -273,7 +293,7 @@ class HostTable:
             self.n += 1
             # a fresh row is as a removed one until the host's figures land
             self.derived[:, row] = self._derived_empty
-            self.zone[row] = -1
+            self.zone[row] = self.reported_zone[row] = -1
             for name in _FLOAT_COLUMNS:
                 self.floats[name][row] = -np.inf
         self.row_of[host] = row
@@ -302,7 +322,10 @@ class HostTable:
         self.host_traits[row] = ()
         self.active[row] = False
         self.enabled[row] = False
-        self.zone[row] = -1
+        self.zone[row] = self.reported_zone[row] = -1
+        self.agg_set[row] = 0
+        if self.custom_ratios.pop(row, None) is not None:
+            self.ratios[:, row] = self.default_ratios
         self.traits[row] = 0
         self.stale[row] = False
         self.raw[row] = 0
@@ -402,14 +425,31 @@ class HostTable:
             return self.floats[name][: self.n]
         return self.ints[name][: self.n]
 
+    def set_ratios(self, row: int, ratios: tuple[float, float, float]) -> bool:
+        """Give ``row`` its own allocation ratios (ram, cpu, disk); True when they
+        changed. The caller refreshes the row."""
+        if ratios == self.custom_ratios.get(row, self.default_ratios):
+            return False
+        if ratios == self.default_ratios:
+            del self.custom_ratios[row]
+        else:
+            self.custom_ratios[row] = ratios
+        self.ratios[:, row] = ratios
+        return True
+
     def _derive(
-        self, raw: Any, least: Any = _least, where: Any = _either
+        self,
+        raw: Any,
+        ratios: tuple[Any, Any, Any],
+        least: Any = _least,
+        where: Any = _either,
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
         """Headroom, weigher figures (in this table's order), instance count and
-        I/O count from one row's raw figures (a list of ints, with the scalar
-        ``least`` and ``where`` of this module) or many rows' (an ``(18, m)`` int64
-        array, with ``np.minimum`` and ``np.where``): the same operations in the
-        same order, so a row derived alone or in a batch is the same to the last
+        I/O count from one row's raw figures (a list of ints, its ratios as
+        floats, with the scalar ``least`` and ``where`` of this module) or many
+        rows' (an ``(18, m)`` int64 array, ratios as floats or float64 arrays,
+        with ``np.minimum`` and ``np.where``): the same operations in the same
+        order, so a row derived alone or in a batch is the same to the last
         bit.
 
         Headroom is the largest request the row can take, as Nova 18's
@@ -438,17 +478,18 @@ class HostTable:
             released_disk,
             released,
         ) = raw
+        ram_ratio, cpu_ratio, disk_ratio = ratios
         usable_mem = mem_total - mem_reserved
         used_mem = mem_used + claimed_mem - released_mem
         used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
         used_disk = disk_used + claimed_disk - released_disk
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
-        vcpus_free = vcpus_total * self.cpu_ratio - used_vcpus
+        vcpus_free = vcpus_total * cpu_ratio - used_vcpus
         headroom = (
-            least(mem_total, usable_mem * self.ram_ratio - used_mem),
+            least(mem_total, usable_mem * ram_ratio - used_mem),
             where(vcpus_total == 0, _INF, least(vcpus_total, vcpus_free)),
-            least(disk_total, disk_total * self.disk_ratio - used_disk),
+            least(disk_total, disk_total * disk_ratio - used_disk),
         )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
@@ -505,7 +546,8 @@ class HostTable:
     def refresh(self, row: int, raw: list[int] | None = None) -> None:
         """Recompute the derived figures of ``row`` from its raw ones (given or read)."""
         headroom, ordered, num_instances, num_io_ops = self._derive(
-            self.raw[row].tolist() if raw is None else raw
+            self.raw[row].tolist() if raw is None else raw,
+            self.custom_ratios.get(row, self.default_ratios),
         )
         k = self.in_use
         ok = self._row_local(
@@ -539,6 +581,7 @@ class HostTable:
         self.floats["reported_at"][index] = reported_at
         self.enabled[index] = enabled
         self.zone[index] = zones
+        self.reported_zone[index] = self.zone[index]
         self.stale[index] = False
         self.refresh_many(index)
 
@@ -548,8 +591,12 @@ class HostTable:
         The same arithmetic in the same order as :meth:`refresh` (int64 sums,
         then float64 products), so the figures are the same to the last bit.
         """
+        ratios: tuple[Any, Any, Any] = self.default_ratios
+        if self.custom_ratios:
+            ram, cpu, disk = self.ratios[:, index]
+            ratios = (ram, cpu, disk)
         headroom, ordered, num_instances, num_io_ops = self._derive(
-            self.raw[index].T, np.minimum, np.where
+            self.raw[index].T, ratios, np.minimum, np.where
         )
         ok = self._row_local(
             self.active[index],

@@ -58,6 +58,8 @@ class ImageBuffers:
     floats: NDArray[np.float64]
     enabled: NDArray[np.bool_]
     zone: NDArray[np.int32]
+    ratios: NDArray[np.float64]
+    agg_set: NDArray[np.int32]
 
     @property
     def rows(self) -> int:
@@ -71,9 +73,11 @@ class ImageBuffers:
             floats=np.empty((len(_FLOATS), rows), dtype=np.float64),
             enabled=np.empty(rows, dtype=np.bool_),
             zone=np.empty(rows, dtype=np.int32),
+            ratios=np.empty((3, rows), dtype=np.float64),
+            agg_set=np.empty(rows, dtype=np.int32),
         )
         # written, not np.zeros: calloc'd pages are mapped lazily, on first write
-        for array in (room.raw, room.floats, room.enabled, room.zone):
+        for array in (room.raw, room.floats, room.enabled, room.zone, room.ratios, room.agg_set):
             array.fill(0)
         return room
 
@@ -91,6 +95,9 @@ class HostStatesImage:
     zone: NDArray[np.int32]
     zone_names: list[str]
     traits_list: list[tuple[str, ...]]  # as names_list
+    ratios: NDArray[np.float64]  # (ram, cpu, disk) allocation ratios, one column per row
+    agg_set: NDArray[np.int32]  # membership id of each row's aggregates
+    membership_names: list[tuple[str, ...]]  # membership id -> aggregate names
     next_row: int | None  # the start of the next page, None after the last
 
     @property
@@ -115,6 +122,9 @@ class HostStatesImage:
         zones = self.zone.tolist()
         enabled = self.enabled.tolist()
         traits = self.traits
+        ram_ratio, cpu_ratio, disk_ratio = self.ratios.tolist()
+        memberships = self.membership_names
+        agg_set = self.agg_set.tolist()
         out: dict[str, HostState] = {}
         for k, host in enumerate(self.names):
             if host is None:
@@ -136,6 +146,10 @@ class HostStatesImage:
                 num_io_ops=int(f["num_io_ops"][k]),
                 assumed_claims=i["assumed_count"][k],
                 reported_at=f["reported_at"][k],
+                ram_allocation_ratio=ram_ratio[k],
+                cpu_allocation_ratio=cpu_ratio[k],
+                disk_allocation_ratio=disk_ratio[k],
+                aggregates=list(memberships[agg_set[k]]),
             )
         return out
 
@@ -164,6 +178,8 @@ def capture_host_states(
             floats=np.empty((len(_FLOATS), count), dtype=np.float64),
             enabled=np.empty(count, dtype=np.bool_),
             zone=np.empty(count, dtype=np.int32),
+            ratios=np.empty((3, count), dtype=np.float64),
+            agg_set=np.empty(count, dtype=np.int32),
         )
     raw = into.raw[:count]
     np.copyto(raw, table.raw[rows])  # one block copy: faster than a column at a time
@@ -175,6 +191,10 @@ def capture_host_states(
     np.copyto(enabled, table.enabled[rows])
     zone = into.zone[:count]
     np.copyto(zone, table.zone[rows])
+    ratios = into.ratios[:, :count]
+    np.copyto(ratios, table.ratios[:, rows])
+    agg_set = into.agg_set[:count]
+    np.copyto(agg_set, table.agg_set[rows])
     names, traits = table.shared_lists()  # not copied: the table copies on its next write
     return HostStatesImage(
         start=begin,
@@ -186,6 +206,9 @@ def capture_host_states(
         zone=zone,
         zone_names=list(table.zone_names),
         traits_list=traits,
+        ratios=ratios,
+        agg_set=agg_set,
+        membership_names=table.membership_names,
         next_row=stop if stop < n else None,
     )
 
@@ -207,6 +230,9 @@ def host_state(table: HostTable, row: int) -> HostState:
         zone=table.zone[rows],
         zone_names=table.zone_names,
         traits_list=table.host_traits,
+        ratios=table.ratios[:, rows],
+        agg_set=table.agg_set[rows],
+        membership_names=table.membership_names,
         next_row=None,
     )
     [state] = image.states().values()

@@ -21,6 +21,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
@@ -30,15 +31,31 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..actor import Envelope
 from ..core import (
     COMMANDS,
+    AddHostToAggregate,
+    CreateAggregate,
+    DeleteAggregate,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SchedulerCore,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
-from ..models import HostReport, RequestSpec, Selection
+from ..errors import InvalidRequest
+from ..models import (
+    AggregateHostRequest,
+    AggregateNameRequest,
+    CreateAggregateRequest,
+    HostReport,
+    RequestSpec,
+    Selection,
+    UpdateAggregateRequest,
+)
 from .errors import JournalError
+
+log = logging.getLogger("actorsched.journal")
 
 __all__ = ["CLAIM", "KINDS", "RELEASE", "REMOVE", "REPORT", "Record", "apply", "count_changes"]
 
@@ -46,7 +63,23 @@ REPORT = "report"
 CLAIM = "claim"
 RELEASE = "release"
 REMOVE = "remove"
-KINDS = (REPORT, CLAIM, RELEASE, REMOVE)
+AGGREGATE_CREATE = "aggregate_create"
+AGGREGATE_UPDATE = "aggregate_update"
+AGGREGATE_DELETE = "aggregate_delete"
+AGGREGATE_ADD_HOST = "aggregate_add_host"
+AGGREGATE_REMOVE_HOST = "aggregate_remove_host"
+KINDS = (
+    REPORT,
+    CLAIM,
+    RELEASE,
+    REMOVE,
+    AGGREGATE_CREATE,
+    AGGREGATE_UPDATE,
+    AGGREGATE_DELETE,
+    AGGREGATE_ADD_HOST,
+    AGGREGATE_REMOVE_HOST,
+)
+_AGGREGATE_KINDS = frozenset(KINDS[4:])
 
 # which commands change state, and so make records, is core.COMMANDS' to say
 _READ_ONLY = tuple(c.command for c in COMMANDS if c.record is None)
@@ -120,6 +153,27 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
                 out.append(Record(RELEASE, now, json.dumps(command.instance_uuid)))
         elif isinstance(command, RemoveHost) and env.result is True:
             out.append(Record(REMOVE, now, json.dumps(command.host)))
+        elif isinstance(command, CreateAggregate):
+            body = CreateAggregateRequest(
+                name=command.name, metadata=dict(command.metadata), hosts=list(command.hosts)
+            ).model_dump_json()
+            out.append(Record(AGGREGATE_CREATE, now, body))
+        elif isinstance(command, UpdateAggregate):
+            body = UpdateAggregateRequest(
+                name=command.name, metadata=dict(command.metadata)
+            ).model_dump_json()
+            out.append(Record(AGGREGATE_UPDATE, now, body))
+        elif isinstance(command, DeleteAggregate) and env.result is True:
+            body = AggregateNameRequest(name=command.name).model_dump_json()
+            out.append(Record(AGGREGATE_DELETE, now, body))
+        elif isinstance(command, AddHostToAggregate | RemoveHostFromAggregate):
+            kind = (
+                AGGREGATE_ADD_HOST
+                if isinstance(command, AddHostToAggregate)
+                else (AGGREGATE_REMOVE_HOST)
+            )
+            body = AggregateHostRequest(name=command.name, host=command.host).model_dump_json()
+            out.append(Record(kind, now, body))
     return out
 
 
@@ -136,10 +190,34 @@ def apply(core: SchedulerCore, record: Record) -> None:
             core.release(_string(body), now)
         elif kind == REMOVE:
             core.remove_host(_string(body), now)
+        elif kind in _AGGREGATE_KINDS:
+            _apply_aggregate(core, kind, body)
         else:
             raise ValueError(f"unknown record kind {kind!r}; known kinds are {list(KINDS)}")
     except ValidationError as exc:
         raise ValueError(f"{kind} record does not parse: {exc}") from exc
+
+
+def _apply_aggregate(core: SchedulerCore, kind: str, body: str) -> None:
+    """Replay an aggregate change. A change the state already holds (the same
+    record applied twice) is refused by the core and changes nothing: skipped."""
+    try:
+        if kind == AGGREGATE_CREATE:
+            create = CreateAggregateRequest.model_validate_json(body)
+            core.create_aggregate(create.name, create.metadata, create.hosts)
+        elif kind == AGGREGATE_UPDATE:
+            update = UpdateAggregateRequest.model_validate_json(body)
+            core.update_aggregate(update.name, update.metadata)
+        elif kind == AGGREGATE_DELETE:
+            core.delete_aggregate(AggregateNameRequest.model_validate_json(body).name)
+        else:
+            member = AggregateHostRequest.model_validate_json(body)
+            if kind == AGGREGATE_ADD_HOST:
+                core.add_host_to_aggregate(member.name, member.host)
+            else:
+                core.remove_host_from_aggregate(member.name, member.host)
+    except InvalidRequest as exc:
+        log.debug("replayed %s record changed nothing: %s", kind, exc)
 
 
 def _string(body: str) -> str:

@@ -7,8 +7,10 @@ Rules this module keeps:
   the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
   it, its selection and its request's fingerprint; per released instance
-  its credit. Rows, zone ids and trait bits never appear, so a snapshot
-  outlives table changes.
+  its credit; per host aggregate its name, hosts and metadata. Rows, zone
+  ids and trait bits never appear, so a snapshot outlives table changes.
+  A host's zone and ratios are those its report carried: the aggregates'
+  zone and ratios come back with the aggregates.
 * A fingerprint is ``request_fingerprint``'s text: a change to what that
   holds must bump :data:`SNAPSHOT_FORMAT`. Older formats carry none, and
   their claims come back with an unknown fingerprint (any repeat of the
@@ -26,18 +28,22 @@ from typing import Any
 
 from ..core import SchedulerCore
 from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, CoreImage
-from ..models import HostReport, RequestSpec, Selection, ServerGroup
+from ..models import Aggregate, HostReport, RequestSpec, Selection, ServerGroup
 
 __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
-# 3: as 2, and each claim's request fingerprint; 2: hosts, claims and credits
-# as columns (one JSON list per field); 1: one object per host, claim and
-# credit. 1 and 2 are still read (their fingerprints are unknown).
-SNAPSHOT_FORMAT = 3
-_READ = (1, 2, SNAPSHOT_FORMAT)
+# 4: as 3, and the host aggregates, and each host's reported allocation
+# ratios (HostReport's *_allocation_ratio columns); 3: as 2, and each claim's
+# request fingerprint; 2: hosts, claims and credits as columns (one JSON list
+# per field); 1: one object per host, claim and credit. 1, 2 and 3 are still
+# read (no aggregates, no host ratios; 1 and 2 have no fingerprints).
+SNAPSHOT_FORMAT = 4
+_READ = (1, 2, 3, SNAPSHOT_FORMAT)
 _HOST_FIELDS = tuple(HostReport.model_fields)
+_RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
+_HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f not in _RATIO_FIELDS)
 _CLAIM_COLUMNS_2 = tuple(c for c in CLAIM_COLUMNS if c != "fingerprint")
 
 
@@ -53,6 +59,7 @@ def encode(image: CoreImage) -> str:
             "hosts": image.host_columns(),
             "claims": image.claim_columns(),
             "released": image.credit_columns(),
+            "aggregates": image.aggregate_list(),
         },
         separators=(",", ":"),
     )
@@ -83,10 +90,11 @@ def restore(core: SchedulerCore, text: str) -> None:
         credits = data["released"]
         claims = data["claims"]
     else:
-        rows = _rows(data["hosts"], (*_HOST_FIELDS, "reported_at"), "hosts")
+        fields = _HOST_FIELDS if data["format"] >= 4 else _HOST_FIELDS_3
+        rows = _rows(data["hosts"], (*fields, "reported_at"), "hosts")
         hosts = [{"reported_at": r.pop("reported_at"), "report": r} for r in rows]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
-        columns = CLAIM_COLUMNS if data["format"] == SNAPSHOT_FORMAT else _CLAIM_COLUMNS_2
+        columns = CLAIM_COLUMNS if data["format"] >= 3 else _CLAIM_COLUMNS_2
         claims = _rows(data["claims"], columns, "claims")
         for claim in claims:
             claim["selection"] = {
@@ -94,6 +102,10 @@ def restore(core: SchedulerCore, text: str) -> None:
                 "host": claim["host"],
                 "alternates": claim.pop("alternates"),
             }
+    # aggregates first: each host then joins its aggregates as it is restored
+    for entry in data.get("aggregates", []) if data["format"] >= 4 else []:
+        aggregate = Aggregate.model_validate(entry)
+        core.create_aggregate(aggregate.name, aggregate.metadata, aggregate.hosts)
     for host in hosts:
         report = HostReport.model_validate(host["report"])
         if not core.update_host(report, float(host["reported_at"])):

@@ -33,6 +33,7 @@ async def test_hosts_lists_each_host_with_its_figures_as_json_and_as_a_table() -
     async with running_stack() as stack:
         await stack.client.update_host(host_report("h1", memory_mb=8192))
         await stack.client.update_host(host_report("h2", memory_mb=4096))
+        await stack.client.create_aggregate("ssd", {"ssd": "true"}, ["h1"])
         await stack.client.select_destinations(
             RequestSpec(instance_uuids=["vm-1"], memory_mb=1024, vcpus=1, disk_gb=1)
         )
@@ -45,8 +46,9 @@ async def test_hosts_lists_each_host_with_its_figures_as_json_and_as_a_table() -
         code, out, err = await _cli("hosts", *where)
         assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split()[:3] == ["HOST", "ZONE", "FREE/TOTAL"]
+    assert lines[0].split()[:4] == ["HOST", "ZONE", "AGGREGATES", "FREE/TOTAL"]
     h1 = next(line for line in lines if line.startswith("h1 "))
+    assert h1.split()[2] == "ssd"  # its aggregates
     assert f"{hosts['h1']['free_ram_mb']}/8192" in h1.split()
 
 

@@ -15,14 +15,20 @@ from actorsched.actor import Envelope
 from actorsched.amqp.protocol import BATCH, OPERATIONS
 from actorsched.core import (
     COMMANDS,
+    AddHostToAggregate,
     Command,
+    CreateAggregate,
+    DeleteAggregate,
+    GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
     PlanPlacement,
     Release,
     RemoveHost,
+    RemoveHostFromAggregate,
     SelectDestinations,
+    UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
@@ -60,6 +66,8 @@ def _applied(core_command: Command[Any]) -> Envelope:
     core = make_core()
     core.update_host(make_report("h1", instances=[]), 1.0)
     core.select_destinations(make_spec("vm-held"), 1.0)
+    core.create_aggregate("agg-held", {"ssd": "true"}, ["h1"])
+    core.create_aggregate("agg-empty")
     envelope = Envelope(core_command, asyncio.get_running_loop().create_future())
     envelope.now = 2.0
     envelope.result = core.handle(core_command, 2.0)
@@ -76,6 +84,12 @@ _ONE_OF_EACH: dict[type[Command[Any]], Command[Any]] = {
     PlanPlacement: PlanPlacement(make_spec("vm-planned")),
     GetClaims: GetClaims(),
     Locate: Locate("vm-held"),
+    CreateAggregate: CreateAggregate("agg-new", {"k": "v"}, ("h1",)),
+    UpdateAggregate: UpdateAggregate("agg-held", {"ssd": None}),
+    DeleteAggregate: DeleteAggregate("agg-empty"),
+    AddHostToAggregate: AddHostToAggregate("agg-held", "h9"),
+    RemoveHostFromAggregate: RemoveHostFromAggregate("agg-held", "h1"),
+    GetAggregates: GetAggregates(),
 }
 
 

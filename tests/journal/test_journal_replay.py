@@ -184,6 +184,11 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         "same_host": [],
         "different_host": [],
         "ignore_hosts": [],
+        # issue 14: new fields, absent from older records, which replay them as
+        # these defaults (what those requests meant)
+        "flavor_name": None,
+        "extra_specs": {},
+        "project_id": None,
     }
 
 

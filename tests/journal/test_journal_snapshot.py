@@ -1,5 +1,5 @@
-"""Snapshot text: columns (format 3) round-trip; formats 1 and 2 still restore (with
-unknown request fingerprints); bad columns fail."""
+"""Snapshot text: columns (format 4) round-trip; formats 1, 2 and 3 still restore (1 and
+2 with unknown request fingerprints; none with aggregates); bad columns fail."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core()
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 3
+    assert data["format"] == SNAPSHOT_FORMAT == 4
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
     assert sorted(data["claims"]["instance_uuid"]) == ["vm1", "vm3"]
     assert data["released"]["instance_uuid"] == ["vm2"]
@@ -53,9 +53,27 @@ def test_columns_round_trip_to_the_same_state() -> None:
         again.select_destinations(make_spec("vm3", memory_mb=2048), now=9.0)
 
 
+def _format_3(core: SchedulerCore) -> str:
+    """The same state as format 3 wrote it: no aggregates, no host ratio columns."""
+    data = json.loads(encode(capture(core)))
+    assert data["aggregates"] == []  # format 3 could not say more
+    del data["aggregates"]
+    for field in ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"):
+        assert set(data["hosts"].pop(field)) == {None}
+    data["format"] = 3
+    return json.dumps(data)
+
+
+def test_a_format_3_snapshot_still_restores_with_its_fingerprints() -> None:
+    core = _busy_core()
+    again = SchedulerCore()
+    restore(again, _format_3(core))
+    assert again.digest() == core.digest()
+
+
 def _format_2(core: SchedulerCore) -> str:
     """The same state as format 2 wrote it: the claims have no fingerprint column."""
-    data = json.loads(encode(capture(core)))
+    data = json.loads(_format_3(core))
     del data["claims"]["fingerprint"]
     data["format"] = 2
     return json.dumps(data)
@@ -121,7 +139,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=4), "unknown snapshot format"),
+        (lambda d: d.update(format=5), "unknown snapshot format"),
         (lambda d: d["claims"].pop("fingerprint"), "snapshot claims must have exactly"),
     ],
 )
