@@ -143,9 +143,8 @@ class Components:
     groups: bool = True  # ~15 % in server groups
     multi: bool = True  # ~10 % ask for 2-5 instances
     # three aggregates over ~65 % of hosts, ~15 % of requests with matching extra
-    # specs. Off by default: actorsched's side needs Scheduler.create_aggregate and
-    # RequestSpec.extra_specs (the aggregates branch); see realistic_run.AGGREGATES_API.
-    aggregates: bool = False
+    # specs (AggregateInstanceExtraSpecsFilter on)
+    aggregates: bool = True
     reports: bool = True  # ~1 report per 5 instances placed
     extra_specs_share: float = 0.15  # of requests, when aggregates is on
 

@@ -23,12 +23,8 @@ from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler, Schedule
 
 from .realistic import Fleet
 
-__all__ = ["AGGREGATES_API", "build_spec", "build_specs", "realistic_config", "run_actorsched"]
+__all__ = ["build_spec", "build_specs", "realistic_config", "run_actorsched"]
 
-# Flip to True once the aggregates branch (Scheduler.create_aggregate,
-# RequestSpec.flavor_name/extra_specs, AggregateInstanceExtraSpecsFilter) is
-# merged: the aggregates component is then driven on actorsched's side too.
-AGGREGATES_API = False
 _AGGREGATE_FILTER = "AggregateInstanceExtraSpecsFilter"
 
 
@@ -71,7 +67,7 @@ def _host_report(figures: dict[str, Any]) -> HostReport:
     )
 
 
-def build_spec(event: dict[str, Any], *, aggregates: bool = AGGREGATES_API) -> RequestSpec:
+def build_spec(event: dict[str, Any], *, aggregates: bool = True) -> RequestSpec:
     """The RequestSpec of one request event."""
     group = event["group"]
     extra: dict[str, Any] = {}
@@ -89,9 +85,7 @@ def build_spec(event: dict[str, Any], *, aggregates: bool = AGGREGATES_API) -> R
     )
 
 
-def build_specs(
-    workload: dict[str, Any], *, aggregates: bool = AGGREGATES_API
-) -> list[RequestSpec | None]:
+def build_specs(workload: dict[str, Any], *, aggregates: bool = True) -> list[RequestSpec | None]:
     """One RequestSpec per request event (None for a report), in event order."""
     extra = aggregates and bool(workload["components"]["aggregates"])
     return [
@@ -111,18 +105,13 @@ async def run_actorsched(
     concurrency: int = 1,
     budget: float | None = None,
     limit: int | None = None,
-    aggregates: bool = AGGREGATES_API,
+    aggregates: bool = True,
     specs: list[RequestSpec | None] | None = None,
 ) -> dict[str, Any]:
     """Fill the cluster to the line (or ``limit`` requests, or ``budget`` seconds); the
     figures of the run (see the module doc). ``specs``: from :func:`build_specs`, to
     build them once for several rounds."""
-    wants_aggregates = bool(workload["components"]["aggregates"])
-    if wants_aggregates and not aggregates:
-        raise RuntimeError(
-            "this workload has aggregates, but actorsched's aggregates API is off "
-            "(benchmarks.realistic_run.AGGREGATES_API)"
-        )
+    wants_aggregates = bool(workload["components"]["aggregates"]) and aggregates
     events = workload["events"]
     if specs is None:
         specs = build_specs(workload, aggregates=aggregates)

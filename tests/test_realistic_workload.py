@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.realbench import DEFAULT_NOVA_PYTHON
 from benchmarks.realistic import FLAVORS, ZONES, Components, Fleet, generate, load, write
-from benchmarks.realistic_run import AGGREGATES_API, run_actorsched
+from benchmarks.realistic_run import run_actorsched
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def test_the_mix_has_the_promised_shares() -> None:
     assert 0.19 < reports / instances <= 0.2  # one report per five instances
     assert workload["max_instances_per_host"] == 50
     assert workload["max_io_ops_per_host"] == 8
-    assert workload["aggregates"] == []  # off by default on this branch
+    assert len(workload["aggregates"]) == 3  # aggregates with extra specs are in the mix
 
 
 def test_each_component_can_be_turned_off() -> None:
@@ -95,14 +95,10 @@ def test_aggregates_bring_metadata_and_matching_extra_specs() -> None:
     assert keys == metadata
 
 
-async def test_aggregates_wait_for_the_api_on_actorschads_side() -> None:
+async def test_the_aggregates_component_runs_on_actorscheds_side() -> None:
     workload = generate(30, seed=5, components=Components(aggregates=True))
-    if AGGREGATES_API:  # after the merge: it runs
-        result = await run_actorsched(workload)
-        assert result["reached_fill"]
-    else:
-        with pytest.raises(RuntimeError, match="AGGREGATES_API"):
-            await run_actorsched(workload)
+    result = await run_actorsched(workload)
+    assert result["reached_fill"]
 
 
 def test_a_report_names_its_node_and_lists_what_it_runs() -> None:
