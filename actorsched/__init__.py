@@ -6,6 +6,7 @@
 from .core import HostFilter, HostWeigher, PerHostFilter, PlacementContext
 from .errors import InvalidRequest, MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import (
+    Destination,
     HostReport,
     HostState,
     RequestSpec,
@@ -16,6 +17,7 @@ from .models import (
 from .scheduler import Scheduler
 
 __all__ = [
+    "Destination",
     "HostFilter",
     "HostReport",
     "HostState",

@@ -27,7 +27,9 @@ REQUIRED = {
 PLUGIN_PROTOCOL = {"HostFilter", "HostWeigher", "PerHostFilter", "PlacementContext"}
 # ... and what a caller that cannot wait gets from a full mailbox (issue 12).
 BOUNDS = {"MailboxFull"}
-EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS
+# ... and where a request must go (Nova's requested_destination, issue 14).
+DESTINATION = {"Destination"}
+EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS | DESTINATION
 
 
 def test_all_is_exactly_the_public_api() -> None:

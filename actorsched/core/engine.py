@@ -22,10 +22,11 @@ Rules this module keeps (everything that changes host state lives here):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 
 import numpy as np
@@ -128,6 +129,11 @@ class SchedulerCore:
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
         self._fingerprints: dict[object, str] = {}  # see _fingerprint
+        # the ranking every placement asks: with shuffle_best_same_weighed_hosts
+        # the hosts of equal best weight come in random order (the seeded RNG)
+        self._top: Callable[[PlacementContext, int, bool], list[int]] = self.ranker.top
+        if config.shuffle_best_same_weighed_hosts:
+            self._top = functools.partial(self.ranker.top_shuffled, rng=self._rng)
 
     # -- dispatch ---------------------------------------------------------
 
@@ -175,6 +181,8 @@ class SchedulerCore:
         table.zone[row] = table.zone_id(report.availability_zone, create=True)
         if tuple(report.traits) != table.host_traits[row]:
             table.set_traits(row, report.traits)
+        if report.node is not None or table.node_of:
+            table.set_node(row, report.node)
         table.set_reported(row, reported_figures(report))
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
@@ -258,6 +266,8 @@ class SchedulerCore:
                 row = table.add_row(report.host)
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
+            if report.node is not None or table.node_of:
+                table.set_node(row, report.node)
             rows.append(row)
             figures.append(reported_figures(report))
             enabled.append(report.enabled)
@@ -359,7 +369,7 @@ class SchedulerCore:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                top = self.ranker.top(ctx, want, resources_only)
+                top = self._top(ctx, want, resources_only)
                 if not top:
                     raise self.ranker.no_valid_host(ctx, uuid, index)
                 row = top[0]
@@ -374,7 +384,7 @@ class SchedulerCore:
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
                 chosen = set(ctx.chosen_rows)
-                top = self.ranker.top(ctx, self._alternates + len(chosen), resources_only)
+                top = self._top(ctx, self._alternates + len(chosen), resources_only)
                 names = self.table.name_of
                 shared = tuple(str(names[r]) for r in top if r not in chosen)[: self._alternates]
                 for uuid in placed:

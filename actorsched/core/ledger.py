@@ -54,15 +54,25 @@ def _canonical_list(values: list[str]) -> str:
     return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
+def _counted_list(values: list[str]) -> str:
+    """``values`` as a multiset (a name listed twice counts twice), as :func:`_canonical_list`."""
+    text = "[" + ",".join(map(_json_string, sorted(values))) + "]"
+    if len(text) <= _MAX_LISTED_CHARS:
+        return text
+    return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+
+
 def asks_resources_only(spec: RequestSpec) -> bool:
-    """True for a request with no zone, traits, server group, hints or ignore_hosts
-    (most requests): its fingerprint is its resources, and the ranking's
-    shortcut can answer it."""
+    """True for a request with no zone, traits, server group, hints, ignore_hosts,
+    forced hosts or nodes, or requested destination (most requests): its
+    fingerprint is its resources, and the ranking's shortcut can answer it."""
     return (
         spec.availability_zone is None
         and spec.group is None
         and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
         and not (spec.same_host or spec.different_host)
+        and not (spec.force_hosts or spec.force_nodes)
+        and spec.requested_destination is None
     )
 
 
@@ -73,15 +83,19 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     equal. The fingerprint holds every field that decides what an instance
     gets or where it may go: ``memory_mb``, ``vcpus`` and ``disk_gb``;
     ``availability_zone``; ``required_traits`` and ``forbidden_traits``;
-    ``group`` (id and policy); the ``same_host`` and ``different_host``
-    hints; and ``ignore_hosts``. No field of a RequestSpec is retry-only,
-    so none is left out: a repeat with other ``ignore_hosts`` asks to avoid
-    other hosts, and answering it with the held claim could place it on one
-    it ignores. Not ``instance_uuids``: they are the claims' keys (a repeat
-    may name a subset of a request's uuids, or another order). Lists count
-    as sets (order and repeats do not matter; ``ignore_hosts`` in lower
-    case, as they are matched), fields at their defaults are left out, and
-    a long list counts by a digest of it. The text is what ``json.dumps``
+    ``group`` (id and policy; its ``hosts``, a multiset, as
+    ``group_hosts`` and its ``max_server_per_host`` as
+    ``group_max_server_per_host``); the ``same_host`` and ``different_host``
+    hints; ``ignore_hosts`` and ``force_hosts`` (in lower case, as they are
+    matched); ``force_nodes``; and ``requested_destination``. No field of a
+    RequestSpec is retry-only, so none is left out: a repeat with other
+    ``ignore_hosts`` asks to avoid other hosts, and answering it with the
+    held claim could place it on one it ignores. Not ``instance_uuids``:
+    they are the claims' keys (a repeat may name a subset of a request's
+    uuids, or another order). Lists count as sets (order and repeats do not
+    matter, except in a group's ``hosts``, where each entry is a member),
+    fields at their defaults are left out, and a long list counts by a
+    digest of it. The text is what ``json.dumps``
     with sorted keys and no spaces makes, built by hand (several times
     faster: every request computes it). ``resources_only`` is
     :func:`asks_resources_only` of ``spec`` when the caller knows it.
@@ -100,13 +114,30 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     parts.append(f'"disk_gb":{spec.disk_gb}')
     if spec.forbidden_traits:
         parts.append('"forbidden_traits":' + _canonical_list(spec.forbidden_traits))
+    if spec.force_hosts:
+        lowered = [host.lower() for host in spec.force_hosts]
+        parts.append('"force_hosts":' + _canonical_list(lowered))
+    if spec.force_nodes:
+        parts.append('"force_nodes":' + _canonical_list(spec.force_nodes))
     if spec.group is not None:
         group = spec.group
         parts.append(f'"group":[{_json_string(group.id)},{_json_string(group.policy)}]')
+        if group.hosts:
+            parts.append('"group_hosts":' + _counted_list(group.hosts))
+        if group.max_server_per_host is not None:
+            parts.append(f'"group_max_server_per_host":{group.max_server_per_host}')
     if spec.ignore_hosts:
         lowered = [host.lower() for host in spec.ignore_hosts]
         parts.append('"ignore_hosts":' + _canonical_list(lowered))
     parts.append(f'"memory_mb":{spec.memory_mb}')
+    destination = spec.requested_destination
+    if destination is not None:
+        named = [
+            f'"{key}":{_json_string(value)}'
+            for key, value in (("host", destination.host), ("node", destination.node))
+            if value is not None
+        ]
+        parts.append('"requested_destination":{' + ",".join(named) + "}")
     if spec.required_traits:
         parts.append('"required_traits":' + _canonical_list(spec.required_traits))
     if spec.same_host:

@@ -92,6 +92,8 @@ class HostStatesImage:
     zone_names: list[str]
     traits_list: list[tuple[str, ...]]  # as names_list
     next_row: int | None  # the start of the next page, None after the last
+    # row -> node of the rows whose node is not named as their host (a copy)
+    nodes: dict[int, str]
 
     @property
     def names(self) -> list[str | None]:
@@ -115,12 +117,15 @@ class HostStatesImage:
         zones = self.zone.tolist()
         enabled = self.enabled.tolist()
         traits = self.traits
+        nodes = self.nodes
+        start = self.start
         out: dict[str, HostState] = {}
         for k, host in enumerate(self.names):
             if host is None:
                 continue
             out[host] = HostState(
                 host=host,
+                node=nodes.get(start + k, host) if nodes else host,
                 generation=i["generation"][k],
                 enabled=enabled[k],
                 availability_zone=zone_names[zones[k]],
@@ -176,6 +181,9 @@ def capture_host_states(
     zone = into.zone[:count]
     np.copyto(zone, table.zone[rows])
     names, traits = table.shared_lists()  # not copied: the table copies on its next write
+    nodes = table.node_of  # usually empty: rows whose node is named as their host have none
+    if nodes:
+        nodes = {r: node for r, node in nodes.items() if begin <= r < stop}
     return HostStatesImage(
         start=begin,
         stop=stop,
@@ -187,6 +195,7 @@ def capture_host_states(
         zone_names=list(table.zone_names),
         traits_list=traits,
         next_row=stop if stop < n else None,
+        nodes=dict(nodes),
     )
 
 
@@ -208,6 +217,7 @@ def host_state(table: HostTable, row: int) -> HostState:
         zone_names=table.zone_names,
         traits_list=table.host_traits,
         next_row=None,
+        nodes=table.node_of,
     )
     [state] = image.states().values()
     return state

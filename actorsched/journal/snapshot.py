@@ -4,7 +4,7 @@ Rules this module keeps:
 
 * A snapshot says what the state *means*, never how the core stores it:
   per host the report that rebuilds it (figures, enabled, zone, traits,
-  the instances it listed) and when it was applied; per claim its uuid,
+  node, the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
   it, its selection and its request's fingerprint; per released instance
   its credit. Rows, zone ids and trait bits never appear, so a snapshot
@@ -32,12 +32,14 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
-# 3: as 2, and each claim's request fingerprint; 2: hosts, claims and credits
-# as columns (one JSON list per field); 1: one object per host, claim and
-# credit. 1 and 2 are still read (their fingerprints are unknown).
-SNAPSHOT_FORMAT = 3
-_READ = (1, 2, SNAPSHOT_FORMAT)
+# 4: as 3, and each host's node; 3: as 2, and each claim's request
+# fingerprint; 2: hosts, claims and credits as columns (one JSON list per
+# field); 1: one object per host, claim and credit. 1 to 3 are still read
+# (their fingerprints are unknown before 3, their nodes named as their hosts).
+SNAPSHOT_FORMAT = 4
+_READ = (1, 2, 3, SNAPSHOT_FORMAT)
 _HOST_FIELDS = tuple(HostReport.model_fields)
+_HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f != "node")
 _CLAIM_COLUMNS_2 = tuple(c for c in CLAIM_COLUMNS if c != "fingerprint")
 
 
@@ -83,10 +85,11 @@ def restore(core: SchedulerCore, text: str) -> None:
         credits = data["released"]
         claims = data["claims"]
     else:
-        rows = _rows(data["hosts"], (*_HOST_FIELDS, "reported_at"), "hosts")
+        fields = _HOST_FIELDS if data["format"] == SNAPSHOT_FORMAT else _HOST_FIELDS_3
+        rows = _rows(data["hosts"], (*fields, "reported_at"), "hosts")
         hosts = [{"reported_at": r.pop("reported_at"), "report": r} for r in rows]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
-        columns = CLAIM_COLUMNS if data["format"] == SNAPSHOT_FORMAT else _CLAIM_COLUMNS_2
+        columns = CLAIM_COLUMNS if data["format"] >= 3 else _CLAIM_COLUMNS_2
         claims = _rows(data["claims"], columns, "claims")
         for claim in claims:
             claim["selection"] = {
