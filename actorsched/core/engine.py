@@ -251,6 +251,7 @@ class SchedulerCore:
         figures: list[tuple[int, ...]] = []
         enabled: list[bool] = []
         zones: list[int] = []
+        nodes = table.node_of  # the table's own dict: rows whose node is named otherwise
         for report, row in zip(reports, known, strict=True):
             if row is not None:
                 if report.generation <= generations[row]:
@@ -266,7 +267,7 @@ class SchedulerCore:
                 row = table.add_row(report.host)
             if tuple(report.traits) != table.host_traits[row]:
                 table.set_traits(row, report.traits)
-            if report.node is not None or table.node_of:
+            if report.node is not None or nodes:
                 table.set_node(row, report.node)
             rows.append(row)
             figures.append(reported_figures(report))

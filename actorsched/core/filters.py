@@ -246,6 +246,9 @@ class ServerGroupAffinityFilter:
     name = "ServerGroupAffinityFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        group = ctx.spec.group
+        if group is None or group.policy != "affinity":
+            return None  # (group_members says so too: this spares most requests the call)
         members = group_members(table, ctx, "affinity")
         if members is None:
             return None
@@ -259,11 +262,14 @@ class ServerGroupAntiAffinityFilter:
     name = "ServerGroupAntiAffinityFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        group = ctx.spec.group
+        if group is None or group.policy != "anti-affinity":
+            return None  # (group_members says so too: this spares most requests the call)
         members = group_members(table, ctx, "anti-affinity")
         if members is None:
             return None
         rows, counts = members
-        limit = ctx.spec.group.max_server_per_host if ctx.spec.group is not None else None
+        limit = group.max_server_per_host
         if limit is None or limit == 1:
             return _rows_mask(table, rows.tolist(), False)
         on_row = np.zeros(table.n, dtype=np.int64)

@@ -287,8 +287,19 @@ class Ranker:
         if spec.force_hosts or spec.force_nodes:
             rows = np.flatnonzero(self._forced(ctx))
             return self._ranked_among(rows, self._raws(ctx), want) if rows.size else []
-        masks = self._masks(ctx)
-        raws = self._raws(ctx)
+        # _masks and _raws, written out: this runs for every filtered request
+        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
+        ignored = self._ignored(ctx)
+        if ignored is not None:
+            masks.append(ignored)
+        destination = self._destination(ctx) if spec.requested_destination is not None else None
+        if destination is not None:
+            masks.append(destination)
+        raws = [
+            (w.multiplier, raw, floor)
+            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+            if (raw := w.weigh_all(table, ctx)) is not None
+        ]
         if not masks and not raws and self.shortcut and table.n:
             top = self._top_unfiltered(ctx, want)
             if top is not None:

@@ -128,6 +128,9 @@ class SoftGroupWeigher:
         self.multiplier = multiplier
 
     def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
+        group = ctx.spec.group
+        if group is None or group.policy != self.policy:
+            return None  # (group_members says so too: this spares most requests the call)
         members = group_members(table, ctx, self.policy)
         if members is None:
             return None
