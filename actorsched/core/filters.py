@@ -66,7 +66,9 @@ class HostFilter(Protocol):
 
 def _rows_mask(table: HostTable, rows: object, value: bool) -> BoolColumn:
     mask = np.full(table.n, not value, dtype=np.bool_)
-    idx = np.fromiter(rows, dtype=np.intp)  # type: ignore[call-overload]
+    idx = (
+        rows if isinstance(rows, np.ndarray) else np.fromiter(rows, dtype=np.intp)  # type: ignore[call-overload]
+    )
     if idx.size:
         mask[idx] = value
     return mask
@@ -252,7 +254,7 @@ class ServerGroupAffinityFilter:
         members = group_members(table, ctx, "affinity")
         if members is None:
             return None
-        return _rows_mask(table, members[0].tolist(), True)
+        return _rows_mask(table, members[0], True)
 
 
 class ServerGroupAntiAffinityFilter:
@@ -271,7 +273,7 @@ class ServerGroupAntiAffinityFilter:
         rows, counts = members
         limit = group.max_server_per_host
         if limit is None or limit == 1:
-            return _rows_mask(table, rows.tolist(), False)
+            return _rows_mask(table, rows, False)
         on_row = np.zeros(table.n, dtype=np.int64)
         np.add.at(on_row, rows, counts)
         passed: BoolColumn = on_row < limit

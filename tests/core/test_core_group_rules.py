@@ -10,6 +10,7 @@ cases mirror ``test_filter_scheduler.py``'s ``test_get_sorted_hosts_shuffle_top_
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -205,3 +206,35 @@ def test_shuffle_with_subset_and_filters_stays_within_the_passing_hosts() -> Non
         core.select_destinations(make_spec("big", memory_mb=10**6), now=1.0)
     forced = core.select_destinations(make_spec("f", force_hosts=["h0"]), now=1.0)
     assert forced[0].host == "h0"
+
+
+def test_shuffle_without_ties_ranks_as_the_plain_path() -> None:
+    # the shuffle path scores every passing host itself: with no tie at the top
+    # it must give the plain ranking (the alternates too)
+
+    rng = random.Random(4)
+    plain = SchedulerCore(make_config(max_attempts=5, **ROOMY))
+    shuffled = SchedulerCore(
+        make_config(max_attempts=5, shuffle_best_same_weighed_hosts=True, **ROOMY)
+    )
+    for i in range(40):
+        figures = {
+            "memory_mb": 65536,
+            "memory_mb_used": rng.randrange(0, 60000),
+            "vcpus": 64,
+            "vcpus_used": rng.randrange(0, 60),
+            "availability_zone": "az" if i % 3 else None,
+        }
+        for core in (plain, shuffled):
+            core.update_host(make_report(f"h{i}", 1, **figures), now=0.0)
+    asked: list[dict[str, Any]] = [
+        {},
+        {"availability_zone": "az"},
+        {"ignore_hosts": ["h1", "h2"]},
+        {"memory_mb": 30000},
+    ]
+    for i, fields in enumerate(asked):
+        spec = make_spec(f"vm{i}", **fields)
+        assert shuffled.select_destinations(spec, now=1.0) == plain.select_destinations(
+            spec, now=1.0
+        )
