@@ -82,7 +82,10 @@ class HostReport(_Message):
     ``generation`` must grow with every report of a host; a report whose
     generation is not above the last applied one is stale and ignored.
     ``instances`` lists the instance uuids the node runs: a claim stays
-    assumed until its instance shows up here.
+    assumed until its instance shows up here. ``node`` is the hypervisor
+    node's name (Nova's ``nodename``, what ``force_nodes`` and
+    ``requested_destination`` match), the host's own name when None; a
+    host has one node (a host of many, as Ironic's, reports each as a host).
 
     >>> HostReport(host="node1", generation=1, memory_mb=4096, memory_mb_used=0,
     ...            vcpus=4, vcpus_used=0, local_gb=100, local_gb_used=0).host
