@@ -244,3 +244,12 @@ def test_forced_hosts_fingerprint_ignores_case_and_order() -> None:
     )
     c = make_spec(requested_destination=Destination(host="h", node="n"))
     assert '"requested_destination":{"host":"h","node":"n"}' in request_fingerprint(c)
+
+
+@pytest.mark.parametrize("field", ["force_hosts", "force_nodes"])
+def test_forced_lists_are_bounded_like_ignore_hosts(field: str) -> None:
+    fits: dict[str, Any] = {field: [f"h{i}" for i in range(10_000)]}
+    make_spec(**fits)
+    too_many: dict[str, Any] = {field: [*fits[field], "one-more"]}
+    with pytest.raises(ValidationError, match=rf"{field}\n.*at most 10000 items"):
+        make_spec(**too_many)

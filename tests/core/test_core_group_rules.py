@@ -238,3 +238,9 @@ def test_shuffle_without_ties_ranks_as_the_plain_path() -> None:
         assert shuffled.select_destinations(spec, now=1.0) == plain.select_destinations(
             spec, now=1.0
         )
+
+
+def test_group_hosts_are_bounded_like_the_hint_lists() -> None:
+    ServerGroup(id="g", policy="affinity", hosts=["h"] * 10_000)
+    with pytest.raises(ValidationError, match=r"hosts\n.*at most 10000 items"):
+        ServerGroup(id="g", policy="affinity", hosts=["h"] * 10_001)
