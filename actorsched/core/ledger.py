@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _json_string  # json.dumps' own, in C
@@ -30,6 +31,7 @@ from typing import Any
 from ..models import RequestSpec, Selection
 
 __all__ = [
+    "NON_RESOURCE_FIELDS",
     "Claim",
     "ClaimLedger",
     "asks_resources_only",
@@ -62,18 +64,30 @@ def _counted_list(values: list[str]) -> str:
     return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
+# The fields a request may ask for besides its resources (and its uuids): each
+# one is falsy at its default (None or an empty list; a model given is truthy).
+NON_RESOURCE_FIELDS = (
+    "availability_zone",
+    "group",
+    "required_traits",
+    "forbidden_traits",
+    "ignore_hosts",
+    "same_host",
+    "different_host",
+    "force_hosts",
+    "force_nodes",
+    "requested_destination",
+)
+_NON_RESOURCE = operator.itemgetter(*NON_RESOURCE_FIELDS)
+
+
 def asks_resources_only(spec: RequestSpec) -> bool:
     """True for a request with no zone, traits, server group, hints, ignore_hosts,
     forced hosts or nodes, or requested destination (most requests): its
     fingerprint is its resources, and the ranking's shortcut can answer it."""
-    return (
-        spec.availability_zone is None
-        and spec.group is None
-        and not (spec.required_traits or spec.forbidden_traits or spec.ignore_hosts)
-        and not (spec.same_host or spec.different_host)
-        and not (spec.force_hosts or spec.force_nodes)
-        and spec.requested_destination is None
-    )
+    # read from the model's __dict__ in one C call: a pydantic model's attribute
+    # access goes through its __getattr__ hook, several times slower per field
+    return not any(_NON_RESOURCE(spec.__dict__))
 
 
 def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -> str:

@@ -17,10 +17,10 @@ import pytest
 from conftest import make_config, make_report, make_spec
 from pydantic import ValidationError
 
-from actorsched import Destination, InvalidRequest, NoValidHost, RequestSpec
+from actorsched import Destination, InvalidRequest, NoValidHost, RequestSpec, ServerGroup
 from actorsched.core import SchedulerCore
 from actorsched.core.filters import PlacementContext
-from actorsched.core.ledger import asks_resources_only, request_fingerprint
+from actorsched.core.ledger import NON_RESOURCE_FIELDS, asks_resources_only, request_fingerprint
 
 MULTIHOST = ("fake_multihost", "Fake_multihost", "FAKE_multihost", "fake_MULTIHOST")
 
@@ -253,3 +253,19 @@ def test_forced_lists_are_bounded_like_ignore_hosts(field: str) -> None:
     too_many: dict[str, Any] = {field: [*fits[field], "one-more"]}
     with pytest.raises(ValidationError, match=rf"{field}\n.*at most 10000 items"):
         make_spec(**too_many)
+
+
+def test_every_request_field_but_the_resources_leaves_the_resources_only_path() -> None:
+    # a new RequestSpec field must be listed (or this test says which one is not),
+    # or a request using it would take the shortcut that ignores it
+    resources = {"instance_uuids", "memory_mb", "vcpus", "disk_gb"}
+    assert set(NON_RESOURCE_FIELDS) == set(RequestSpec.model_fields) - resources
+    asked: dict[str, Any] = {
+        "availability_zone": "az",
+        "group": ServerGroup(id="g", policy="affinity"),
+        "requested_destination": Destination(node="n"),
+    }
+    for field in NON_RESOURCE_FIELDS:
+        spec = make_spec(**{field: asked.get(field, ["x"])})
+        assert not asks_resources_only(spec), field
+    assert asks_resources_only(make_spec(availability_zone=None, required_traits=[]))
