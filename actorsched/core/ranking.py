@@ -283,8 +283,8 @@ class Ranker:
         if self._hints_only and self.shortcut and table.n and resources_only:
             top = self._top_unfiltered(ctx, want)
             return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
-        spec = ctx.spec
-        if spec.force_hosts or spec.force_nodes:
+        asked = ctx.spec.__dict__  # as asks_resources_only: faster than pydantic's attributes
+        if asked["force_hosts"] or asked["force_nodes"]:
             rows = np.flatnonzero(self._forced(ctx))
             return self._ranked_among(rows, self._raws(ctx), want) if rows.size else []
         # _masks and _raws, written out: this runs for every filtered request
@@ -292,7 +292,7 @@ class Ranker:
         ignored = self._ignored(ctx)
         if ignored is not None:
             masks.append(ignored)
-        destination = self._destination(ctx) if spec.requested_destination is not None else None
+        destination = None if asked["requested_destination"] is None else self._destination(ctx)
         if destination is not None:
             masks.append(destination)
         raws = [
