@@ -253,26 +253,30 @@ class SchedulerCore:
         zones: list[int] = []
         nodes = table.node_of  # the table's own dict: rows whose node is named otherwise
         for report, row in zip(reports, known, strict=True):
+            # the report's fields from its __dict__: faster than pydantic's attributes
+            fields = report.__dict__
             if row is not None:
-                if report.generation <= generations[row]:
+                if fields["generation"] <= generations[row]:
                     applied.append(False)
                     continue
                 if row in listed or row in claimed or row in credited:
                     applied.append(self.update_host(report, now))
                     continue
-            if report.instances:
+            if fields["instances"]:
                 applied.append(self.update_host(report, now))
                 continue
             if row is None:
-                row = table.add_row(report.host)
-            if tuple(report.traits) != table.host_traits[row]:
-                table.set_traits(row, report.traits)
-            if report.node is not None or nodes:
-                table.set_node(row, report.node)
+                row = table.add_row(fields["host"])
+            traits = fields["traits"]
+            if tuple(traits) != table.host_traits[row]:
+                table.set_traits(row, traits)
+            node = fields["node"]
+            if node is not None or nodes:
+                table.set_node(row, node)
             rows.append(row)
             figures.append(reported_figures(report))
-            enabled.append(report.enabled)
-            zones.append(table.zone_id(report.availability_zone, create=True))
+            enabled.append(fields["enabled"])
+            zones.append(table.zone_id(fields["availability_zone"], create=True))
             applied.append(True)
         if rows:
             table.set_reported_many(rows, figures, enabled, zones, now)
