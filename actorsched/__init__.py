@@ -7,6 +7,7 @@ from .core import HostFilter, HostWeigher, PerHostFilter, PlacementContext
 from .errors import InvalidRequest, MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import (
     Aggregate,
+    Destination,
     HostReport,
     HostState,
     RequestSpec,
@@ -19,6 +20,7 @@ from .version import __version__ as __version__
 
 __all__ = [
     "Aggregate",
+    "Destination",
     "HostFilter",
     "HostReport",
     "HostState",

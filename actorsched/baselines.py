@@ -104,6 +104,7 @@ class NovaHostState:
     local_gb: int = 0
     local_gb_used: int = 0
     availability_zone: str | None = None
+    node: str = ""  # the hypervisor node; set from each report (its host's name if none)
     enabled: bool = True
     traits: frozenset[str] = frozenset()
     instances: frozenset[str] = frozenset()  # uuids the last report listed
@@ -136,6 +137,7 @@ class NovaHostState:
         self.local_gb = report.local_gb
         self.local_gb_used = report.local_gb_used
         self.availability_zone = report.availability_zone
+        self.node = report.node or report.host
         self.enabled = report.enabled
         self.traits = frozenset(report.traits)
         self.reported_io_ops = report.num_io_ops
@@ -212,6 +214,7 @@ class NovaHostState:
         config = config or SchedulerConfig()
         return HostState(
             host=self.host,
+            node=self.node,
             generation=self.generation,
             enabled=self.enabled,
             availability_zone=self.availability_zone,

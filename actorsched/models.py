@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AGGREGATE_FILTERS",
@@ -19,6 +19,7 @@ __all__ = [
     "AggregateNameRequest",
     "AggregatesRequest",
     "CreateAggregateRequest",
+    "Destination",
     "HostReport",
     "HostState",
     "RequestSpec",
@@ -92,7 +93,10 @@ class HostReport(_Message):
     ``generation`` must grow with every report of a host; a report whose
     generation is not above the last applied one is stale and ignored.
     ``instances`` lists the instance uuids the node runs: a claim stays
-    assumed until its instance shows up here.
+    assumed until its instance shows up here. ``node`` is the hypervisor
+    node's name (Nova's ``nodename``, what ``force_nodes`` and
+    ``requested_destination`` match), the host's own name when None; a
+    host has one node (a host of many, as Ironic's, reports each as a host).
 
     >>> HostReport(host="node1", generation=1, memory_mb=4096, memory_mb_used=0,
     ...            vcpus=4, vcpus_used=0, local_gb=100, local_gb_used=0).host
@@ -120,13 +124,56 @@ class HostReport(_Message):
     ram_allocation_ratio: Ratio | None = None
     cpu_allocation_ratio: Ratio | None = None
     disk_allocation_ratio: Ratio | None = None
+    # the hypervisor node (Nova's nodename); None: the node is named as the host
+    node: Name | None = None
 
 
 class ServerGroup(_Message):
-    """A server group and its policy; ``id`` is shared by every request of the group."""
+    """A server group and its policy; ``id`` is shared by every request of the group.
+
+    The members' hosts are those of the claims actorsched holds for the group
+    plus ``hosts``: the host of each member actorsched did not place (Nova's
+    ``instance_group.hosts``), one entry per member, so a host named twice
+    holds two. Do not list members actorsched holds claims for: they would
+    count twice. ``max_server_per_host`` (Nova's rule of API 2.64, only with
+    ``anti-affinity``): a host may hold up to that many members; unset, one.
+
+    >>> ServerGroup(id="g", policy="anti-affinity", max_server_per_host=2).max_server_per_host
+    2
+    """
 
     id: Name
     policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
+    max_server_per_host: Annotated[int, Field(ge=1, le=2**31)] | None = None
+    hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+
+    @model_validator(mode="after")
+    def _rule_needs_anti_affinity(self) -> ServerGroup:
+        if self.max_server_per_host is not None and self.policy != "anti-affinity":
+            raise ValueError(
+                f"max_server_per_host is a rule of the anti-affinity policy only (Nova "
+                f"API 2.64), not of {self.policy!r}: drop it, or use policy 'anti-affinity'"
+            )
+        return self
+
+
+class Destination(_Message):
+    """Where a request must go (Nova's ``requested_destination``): a host, a node, or both.
+
+    Unlike ``force_hosts``, the filters still run on it.
+
+    >>> Destination(host="node1").node is None
+    True
+    """
+
+    host: Name | None = None
+    node: Name | None = None
+
+    @model_validator(mode="after")
+    def _names_something(self) -> Destination:
+        if self.host is None and self.node is None:
+            raise ValueError("requested_destination names neither a host nor a node: give one")
+        return self
 
 
 class RequestSpec(_Message):
@@ -136,6 +183,14 @@ class RequestSpec(_Message):
     ``same_host``/``different_host`` are Nova's scheduler hints (instance
     uuids); ``ignore_hosts`` names hosts never to pick, in any case (``"Node1"``
     ignores ``node1``, as Nova's host manager matches them).
+
+    ``force_hosts`` (in any case, as ``ignore_hosts``) and ``force_nodes``
+    (node names, exact) restrict the request to those hosts and skip every
+    filter, as Nova does; with both, a host must match both. actorsched
+    never over-commits: a forced host must still have room for the
+    resources asked (as Placement's claim refuses one without). Ignored
+    hosts are taken out first. ``requested_destination`` restricts the
+    request to one host and/or node (exact names) and the filters still run.
     """
 
     instance_uuids: Annotated[
@@ -159,6 +214,9 @@ class RequestSpec(_Message):
         default_factory=dict, json_schema_extra={"default": {}}
     )
     project_id: Name | None = None
+    force_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+    force_nodes: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+    requested_destination: Destination | None = None
 
 
 class Selection(_Message):
@@ -178,6 +236,7 @@ class HostState(_Message):
     """
 
     host: Name
+    node: str  # the hypervisor node; the host's name unless its report names another
     generation: int
     enabled: bool
     availability_zone: str | None
@@ -317,6 +376,8 @@ class SchedulerConfig(BaseModel):
     soft_affinity_weight_multiplier: float = Field(1.0, ge=0)
     soft_anti_affinity_weight_multiplier: float = Field(1.0, ge=0)
     host_subset_size: int = Field(1, ge=1)
+    # shuffle the hosts of equal best weight before the subset choice (Nova Rocky)
+    shuffle_best_same_weighed_hosts: bool = False
     max_attempts: int = Field(3, ge=1)
     max_io_ops_per_host: int = Field(8, ge=0)
     max_instances_per_host: int = Field(50, ge=0)

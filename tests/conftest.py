@@ -29,12 +29,23 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 __all__ = [
     "REPORT_FIELDS",
+    "code_under_test_env",
     "make_config",
     "make_core",
     "make_report",
     "make_spec",
     "ram_only_config",
 ]
+
+
+def code_under_test_env() -> dict[str, str]:
+    """The environment for a child Python process that must run this checkout's
+    ``actorsched`` (a work tree beside the one the venv installed, too), not
+    whichever one is installed: the repository root first on PYTHONPATH."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    )
 
 
 # The fields of a valid HostReport: 4096 MB, 4 vCPUs, 100 GB, nothing used.

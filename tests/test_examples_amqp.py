@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aio_pika
 import pytest
+from conftest import code_under_test_env
 
 from actorsched import Scheduler, SchedulerConfig
 from actorsched.amqp import SchedulerService
@@ -30,6 +31,7 @@ async def _run(script: str, *args: str) -> str:
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
+        env=code_under_test_env(),
     )
     out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, out.decode()

@@ -27,9 +27,11 @@ REQUIRED = {
 PLUGIN_PROTOCOL = {"HostFilter", "HostWeigher", "PerHostFilter", "PlacementContext"}
 # ... and what a caller that cannot wait gets from a full mailbox (issue 12).
 BOUNDS = {"MailboxFull"}
-# ... and the host aggregate the admin operations answer (issue 14).
+# ... and the host aggregate the admin operations answer, and where a request
+# must go (Nova's requested_destination), issue 14.
 AGGREGATES = {"Aggregate"}
-EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS | AGGREGATES
+DESTINATION = {"Destination"}
+EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS | AGGREGATES | DESTINATION
 
 
 def test_all_is_exactly_the_public_api() -> None:

@@ -29,6 +29,7 @@ Rules this module keeps (everything that changes host state lives here):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import logging
@@ -171,6 +172,11 @@ class SchedulerCore:
         self._zone_pins: dict[str, int] = {}
         # what a placement's filters see of the aggregates: None while there are none
         self._placing_aggregates: AggregateBook | None = None
+        # the ranking every placement asks: with shuffle_best_same_weighed_hosts
+        # the hosts of equal best weight come in random order (the seeded RNG)
+        self._top: Callable[[PlacementContext, int, bool], list[int]] = self.ranker.top
+        if config.shuffle_best_same_weighed_hosts:
+            self._top = functools.partial(self.ranker.top_shuffled, rng=self._rng)
 
     # -- dispatch ---------------------------------------------------------
 
@@ -244,6 +250,8 @@ class SchedulerCore:
             self._set_ratios(row, ratios)  # the report's set_reported refreshes the row
         if tuple(report.traits) != table.host_traits[row]:
             table.set_traits(row, report.traits)
+        if report.node is not None or table.node_of:
+            table.set_node(row, report.node)
         table.set_reported(row, reported_figures(report))
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
@@ -314,32 +322,39 @@ class SchedulerCore:
         figures: list[tuple[int, ...]] = []
         enabled: list[bool] = []
         zones: list[int] = []
+        nodes = table.node_of  # the table's own dict: rows whose node is named otherwise
         for report, row in zip(reports, known, strict=True):
+            # the report's fields from its __dict__: faster than pydantic's attributes
+            fields = report.__dict__
             if row is not None:
-                if report.generation <= generations[row]:
+                if fields["generation"] <= generations[row]:
                     applied.append(False)
                     continue
                 if row in listed or row in claimed or row in credited:
                     applied.append(self.update_host(report, now))
                     continue
             given = report.__pydantic_fields_set__  # a ratio was given: the one-report path
-            if report.instances or (_RAM in given or _CPU in given or _DISK in given):
+            if fields["instances"] or (_RAM in given or _CPU in given or _DISK in given):
                 applied.append(self.update_host(report, now))
                 continue
             if row is None:
-                row = table.add_row(report.host)
+                row = table.add_row(fields["host"])
                 if self.aggregates.of_host:
-                    table.agg_set[row] = self.aggregates.membership_of(report.host)
+                    table.agg_set[row] = self.aggregates.membership_of(fields["host"])
                     self._set_ratios(row, _NO_RATIOS)
             elif reported_ratios and row in reported_ratios:
                 applied.append(self.update_host(report, now))
                 continue
-            if tuple(report.traits) != table.host_traits[row]:
-                table.set_traits(row, report.traits)
+            traits = fields["traits"]
+            if tuple(traits) != table.host_traits[row]:
+                table.set_traits(row, traits)
+            node = fields["node"]
+            if node is not None or nodes:
+                table.set_node(row, node)
             rows.append(row)
             figures.append((*report_values(report), 0))  # reported_figures: it lists none
-            enabled.append(report.enabled)
-            zone = report.availability_zone
+            enabled.append(fields["enabled"])
+            zone = fields["availability_zone"]
             if zone is None:
                 zones.append(-1)
             else:
@@ -550,7 +565,7 @@ class SchedulerCore:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
-                top = self.ranker.top(ctx, want, resources_only)
+                top = self._top(ctx, want, resources_only)
                 if not top:
                     raise self.ranker.no_valid_host(ctx, uuid, index)
                 row = top[0]
@@ -567,7 +582,7 @@ class SchedulerCore:
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
                 chosen = set(ctx.chosen_rows)
-                top = self.ranker.top(ctx, self._alternates + len(chosen), resources_only)
+                top = self._top(ctx, self._alternates + len(chosen), resources_only)
                 names = self.table.name_of
                 shared = tuple(str(names[r]) for r in top if r not in chosen)[: self._alternates]
                 for uuid in placed:

@@ -46,6 +46,7 @@ __all__ = [
     "PerHostFilter",
     "PlacementContext",
     "ResourceFilter",
+    "group_members",
 ]
 
 BoolColumn = NDArray[np.bool_]
@@ -75,7 +76,9 @@ class HostFilter(Protocol):
 
 def _rows_mask(table: HostTable, rows: object, value: bool) -> BoolColumn:
     mask = np.full(table.n, not value, dtype=np.bool_)
-    idx = np.fromiter(rows, dtype=np.intp)  # type: ignore[call-overload]
+    idx = (
+        rows if isinstance(rows, np.ndarray) else np.fromiter(rows, dtype=np.intp)  # type: ignore[call-overload]
+    )
     if idx.size:
         mask[idx] = value
     return mask
@@ -347,34 +350,70 @@ class DifferentHostFilter:
         return _rows_mask(table, rows, False)
 
 
+def group_members(
+    table: HostTable, ctx: PlacementContext, policy: str
+) -> tuple[NDArray[np.intp], NDArray[np.int64]] | None:
+    """Where the request's group has members, for a filter or weigher of ``policy``.
+
+    None when the request has no group of that policy, or the group has no
+    member anywhere. Else the rows holding members and how many each: the
+    claims actorsched holds for the group (kept by the ledger per row) and
+    the group's ``hosts`` (one entry per member it did not place; named
+    exactly, as Nova compares ``instance_group.hosts``). A row may appear
+    twice (once from each); a member on a host actorsched does not know
+    counts nowhere, but still makes the group non-empty.
+    """
+    group = ctx.spec.group
+    if group is None or group.policy != policy:
+        return None
+    claimed = ctx.ledger.group_members(group.id)
+    if not claimed and not group.hosts:
+        return None
+    rows = np.fromiter(claimed.keys(), dtype=np.intp, count=len(claimed))
+    counts = np.fromiter(claimed.values(), dtype=np.int64, count=len(claimed))
+    if group.hosts:
+        listed = [r for r in map(table.row_of.get, group.hosts) if r is not None]
+        rows = np.concatenate((rows, np.array(listed, dtype=np.intp)))
+        counts = np.concatenate((counts, np.ones(len(listed), dtype=np.int64)))
+    return rows, counts
+
+
 class ServerGroupAffinityFilter:
-    """Hard affinity: once a group member is placed, the rest go to its host."""
+    """Hard affinity: once a group member is placed, the rest go to its host(s)."""
 
     name = "ServerGroupAffinityFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
         group = ctx.spec.group
         if group is None or group.policy != "affinity":
+            return None  # (group_members says so too: this spares most requests the call)
+        members = group_members(table, ctx, "affinity")
+        if members is None:
             return None
-        rows = ctx.ledger.group_members(group.id)
-        if not rows:
-            return None
-        return _rows_mask(table, rows.keys(), True)
+        return _rows_mask(table, members[0], True)
 
 
 class ServerGroupAntiAffinityFilter:
-    """Hard anti-affinity: never a host that already holds a group member."""
+    """Hard anti-affinity: never a host that already holds ``max_server_per_host``
+    members of the group (one when the group sets no such rule; Nova API 2.64)."""
 
     name = "ServerGroupAntiAffinityFilter"
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
         group = ctx.spec.group
         if group is None or group.policy != "anti-affinity":
+            return None  # (group_members says so too: this spares most requests the call)
+        members = group_members(table, ctx, "anti-affinity")
+        if members is None:
             return None
-        rows = ctx.ledger.group_members(group.id)
-        if not rows:
-            return None
-        return _rows_mask(table, rows.keys(), False)
+        rows, counts = members
+        limit = group.max_server_per_host
+        if limit is None or limit == 1:
+            return _rows_mask(table, rows, False)
+        on_row = np.zeros(table.n, dtype=np.int64)
+        np.add.at(on_row, rows, counts)
+        passed: BoolColumn = on_row < limit
+        return passed
 
 
 class NumInstancesFilter:

@@ -69,6 +69,7 @@ class CoreImage:
     zone: NDArray[np.int32]  # the zone each report named (not the aggregates')
     zone_names: list[str]
     host_traits: list[tuple[str, ...]]
+    nodes: dict[int, str]  # rows whose node is not named as their host
     listed: dict[int, frozenset[str]]
     claims: list[tuple[Claim, bool]]
     released: dict[int, dict[str, tuple[int, int, int]]]
@@ -91,6 +92,7 @@ class CoreImage:
         columns["enabled"] = self.enabled[index].tolist()
         columns["traits"] = [list(self.host_traits[row]) for row in rows]
         columns["instances"] = [sorted(self.listed.get(row, empty)) for row in rows]
+        columns["node"] = [self.nodes.get(row) for row in rows]
         columns["reported_at"] = self.reported_at[index].tolist()
         none = (None, None, None)
         ratios = [self.reported_ratios.get(row, none) for row in rows]
@@ -150,6 +152,7 @@ def capture(core: SchedulerCore) -> CoreImage:
         zone=table.reported_zone[:n].copy(),
         zone_names=list(table.zone_names),
         host_traits=host_traits,
+        nodes=dict(table.node_of),
         listed=dict(core.ledger.listed),
         claims=[(c, c.confirmed) for c in core.ledger.claims.values()],
         released={row: dict(credits) for row, credits in core.ledger.released.items()},

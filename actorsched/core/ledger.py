@@ -30,6 +30,7 @@ from typing import Any
 from ..models import RequestSpec, Selection
 
 __all__ = [
+    "NON_RESOURCE_FIELDS",
     "Claim",
     "ClaimLedger",
     "asks_resources_only",
@@ -66,21 +67,52 @@ def _canonical_map(values: dict[str, str]) -> str:
     return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
+def _counted_list(values: list[str]) -> str:
+    """``values`` as a multiset (a name listed twice counts twice), as :func:`_canonical_list`."""
+    text = "[" + ",".join(map(_json_string, sorted(values))) + "]"
+    if len(text) <= _MAX_LISTED_CHARS:
+        return text
+    return '"' + _DIGEST + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+
+
+# The fields a request may ask for besides its resources (and its uuids), the
+# ones asks_resources_only checks (a test holds the two together).
+NON_RESOURCE_FIELDS = (
+    "availability_zone",
+    "group",
+    "required_traits",
+    "forbidden_traits",
+    "ignore_hosts",
+    "same_host",
+    "different_host",
+    "force_hosts",
+    "force_nodes",
+    "requested_destination",
+    "flavor_name",
+    "extra_specs",
+    "project_id",
+)
+
+
 def asks_resources_only(spec: RequestSpec) -> bool:
     """True for a request with no zone, traits, server group, hints, ignore_hosts,
-    flavor name, extra specs or project (most requests): its fingerprint is its
-    resources, and the ranking's shortcut can answer it."""
-    # pydantic keeps a model's field values in its __dict__: reading them there
-    # skips the attribute machinery (every request asks this, in the owner)
-    fields = spec.__dict__
+    forced hosts or nodes, requested destination, flavor name, extra specs or
+    project (most requests): its fingerprint is its resources, and the
+    ranking's shortcut can answer it."""
+    # read from the model's __dict__: a pydantic model's attribute access goes
+    # through its __getattr__ hook, several times slower per field; the most
+    # common of the others (a zone, then traits) come first, so they stop early
+    d = spec.__dict__
     return (
-        fields["availability_zone"] is None
-        and fields["group"] is None
-        and not (fields["required_traits"] or fields["forbidden_traits"])
-        and not (fields["ignore_hosts"] or fields["same_host"] or fields["different_host"])
-        and fields["flavor_name"] is None
-        and fields["project_id"] is None
-        and not fields["extra_specs"]
+        d["availability_zone"] is None
+        and not (d["required_traits"] or d["forbidden_traits"])
+        and d["group"] is None
+        and not (d["ignore_hosts"] or d["same_host"] or d["different_host"])
+        and not (d["force_hosts"] or d["force_nodes"])
+        and d["requested_destination"] is None
+        and d["flavor_name"] is None
+        and d["project_id"] is None
+        and not d["extra_specs"]
     )
 
 
@@ -91,16 +123,21 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     equal. The fingerprint holds every field that decides what an instance
     gets or where it may go: ``memory_mb``, ``vcpus`` and ``disk_gb``;
     ``availability_zone``; ``required_traits`` and ``forbidden_traits``;
-    ``group`` (id and policy); the ``same_host`` and ``different_host``
-    hints; ``ignore_hosts``; and what the aggregate filters read:
-    ``flavor_name``, ``extra_specs`` and ``project_id``. No field of a RequestSpec is retry-only,
-    so none is left out: a repeat with other ``ignore_hosts`` asks to avoid
-    other hosts, and answering it with the held claim could place it on one
-    it ignores. Not ``instance_uuids``: they are the claims' keys (a repeat
-    may name a subset of a request's uuids, or another order). Lists count
-    as sets (order and repeats do not matter; ``ignore_hosts`` in lower
-    case, as they are matched), fields at their defaults are left out, and
-    a long list counts by a digest of it. The text is what ``json.dumps``
+    ``group`` (id and policy; its ``hosts``, a multiset, as
+    ``group_hosts`` and its ``max_server_per_host`` as
+    ``group_max_server_per_host``); the ``same_host`` and ``different_host``
+    hints; ``ignore_hosts`` and ``force_hosts`` (in lower case, as they are
+    matched); ``force_nodes``; ``requested_destination``; and what the
+    aggregate filters read: ``flavor_name``, ``extra_specs`` and
+    ``project_id``. No field of a
+    RequestSpec is retry-only, so none is left out: a repeat with other
+    ``ignore_hosts`` asks to avoid other hosts, and answering it with the
+    held claim could place it on one it ignores. Not ``instance_uuids``:
+    they are the claims' keys (a repeat may name a subset of a request's
+    uuids, or another order). Lists count as sets (order and repeats do not
+    matter, except in a group's ``hosts``, where each entry is a member),
+    fields at their defaults are left out, and a long list counts by a
+    digest of it. The text is what ``json.dumps``
     with sorted keys and no spaces makes, built by hand (several times
     faster: every request computes it). ``resources_only`` is
     :func:`asks_resources_only` of ``spec`` when the caller knows it.
@@ -111,32 +148,50 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     """
     if resources_only or (resources_only is None and asks_resources_only(spec)):
         return f'{{"disk_gb":{spec.disk_gb},"memory_mb":{spec.memory_mb},"vcpus":{spec.vcpus}}}'
+    asked = spec.__dict__  # as asks_resources_only: faster than pydantic's attributes
     parts: list[str] = []  # in the order of their keys
-    if spec.availability_zone is not None:
-        parts.append('"availability_zone":' + _json_string(spec.availability_zone))
-    if spec.different_host:
-        parts.append('"different_host":' + _canonical_list(spec.different_host))
-    parts.append(f'"disk_gb":{spec.disk_gb}')
-    if spec.extra_specs:
-        parts.append('"extra_specs":' + _canonical_map(spec.extra_specs))
-    if spec.flavor_name is not None:
-        parts.append('"flavor_name":' + _json_string(spec.flavor_name))
-    if spec.forbidden_traits:
-        parts.append('"forbidden_traits":' + _canonical_list(spec.forbidden_traits))
-    if spec.group is not None:
-        group = spec.group
+    if asked["availability_zone"] is not None:
+        parts.append('"availability_zone":' + _json_string(asked["availability_zone"]))
+    if asked["different_host"]:
+        parts.append('"different_host":' + _canonical_list(asked["different_host"]))
+    parts.append(f'"disk_gb":{asked["disk_gb"]}')
+    if asked["extra_specs"]:
+        parts.append('"extra_specs":' + _canonical_map(asked["extra_specs"]))
+    if asked["flavor_name"] is not None:
+        parts.append('"flavor_name":' + _json_string(asked["flavor_name"]))
+    if asked["forbidden_traits"]:
+        parts.append('"forbidden_traits":' + _canonical_list(asked["forbidden_traits"]))
+    if asked["force_hosts"]:
+        lowered = [host.lower() for host in asked["force_hosts"]]
+        parts.append('"force_hosts":' + _canonical_list(lowered))
+    if asked["force_nodes"]:
+        parts.append('"force_nodes":' + _canonical_list(asked["force_nodes"]))
+    if asked["group"] is not None:
+        group = asked["group"]
         parts.append(f'"group":[{_json_string(group.id)},{_json_string(group.policy)}]')
-    if spec.ignore_hosts:
-        lowered = [host.lower() for host in spec.ignore_hosts]
+        if group.hosts:
+            parts.append('"group_hosts":' + _counted_list(group.hosts))
+        if group.max_server_per_host is not None:
+            parts.append(f'"group_max_server_per_host":{group.max_server_per_host}')
+    if asked["ignore_hosts"]:
+        lowered = [host.lower() for host in asked["ignore_hosts"]]
         parts.append('"ignore_hosts":' + _canonical_list(lowered))
-    parts.append(f'"memory_mb":{spec.memory_mb}')
-    if spec.project_id is not None:
-        parts.append('"project_id":' + _json_string(spec.project_id))
-    if spec.required_traits:
-        parts.append('"required_traits":' + _canonical_list(spec.required_traits))
-    if spec.same_host:
-        parts.append('"same_host":' + _canonical_list(spec.same_host))
-    parts.append(f'"vcpus":{spec.vcpus}')
+    parts.append(f'"memory_mb":{asked["memory_mb"]}')
+    if asked["project_id"] is not None:
+        parts.append('"project_id":' + _json_string(asked["project_id"]))
+    destination = asked["requested_destination"]
+    if destination is not None:
+        named = [
+            f'"{key}":{_json_string(value)}'
+            for key, value in (("host", destination.host), ("node", destination.node))
+            if value is not None
+        ]
+        parts.append('"requested_destination":{' + ",".join(named) + "}")
+    if asked["required_traits"]:
+        parts.append('"required_traits":' + _canonical_list(asked["required_traits"]))
+    if asked["same_host"]:
+        parts.append('"same_host":' + _canonical_list(asked["same_host"]))
+    parts.append(f'"vcpus":{asked["vcpus"]}')
     return "{" + ",".join(parts) + "}"
 
 

@@ -22,6 +22,7 @@ nothing here changes host state):
 from __future__ import annotations
 
 import operator
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -89,6 +90,10 @@ _HINT_FILTERS = frozenset(BUILTIN_FILTER_CLASSES.values()) - {
     *_RESOURCE_FILTERS,
     *_GUARD_FILTERS,
 }
+
+# What a forced host is still checked for (the resource filters' rule, whatever
+# filters are enabled): room for the request, as Placement's claim checks it.
+_ROOM_FILTERS = (RamFilter(), CoreFilter(), DiskFilter())
 
 # -- tuning knobs (same rankings whatever their values; only the speed differs) --
 # Below this share of passing rows, weigh a gathered copy of just those rows.
@@ -201,6 +206,87 @@ class Ranker:
             mask[table.rows_named(host)] = False
         return mask
 
+    def _destination(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        """``requested_destination``: True for the host and/or node it names (exact
+        names, as Nova's host manager compares them)."""
+        destination = ctx.spec.requested_destination
+        if destination is None:
+            return None
+        table = self.table
+        rows: set[int] | None = None
+        if destination.host is not None:
+            row = table.row_of.get(destination.host)
+            rows = set() if row is None else {row}
+        if destination.node is not None:
+            on_node = set(table.rows_of_node(destination.node))
+            rows = on_node if rows is None else rows & on_node
+        mask = np.zeros(table.n, dtype=np.bool_)
+        mask[sorted(rows or ())] = True
+        return mask
+
+    def _forced_hosts(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        """``force_hosts``: True for each host named there, ignoring case (as Nova)."""
+        if not ctx.spec.force_hosts:
+            return None
+        table = self.table
+        mask = np.zeros(table.n, dtype=np.bool_)
+        for host in ctx.spec.force_hosts:
+            mask[table.rows_named(host)] = True
+        return mask
+
+    def _forced_nodes(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
+        """``force_nodes``: True for each row on a node named there (exact, as Nova)."""
+        if not ctx.spec.force_nodes:
+            return None
+        table = self.table
+        mask = np.zeros(table.n, dtype=np.bool_)
+        for node in ctx.spec.force_nodes:
+            mask[table.rows_of_node(node)] = True
+        return mask
+
+    def _forced(self, ctx: PlacementContext) -> NDArray[np.bool_]:
+        """The rows a forcing request may take: Nova's steps (the requested
+        destination, then ignore_hosts, then force_hosts and force_nodes, a row
+        matching both when both are given) and, in place of every filter, room
+        for the resources asked (the resource filters' rule, whichever filters
+        are enabled: a forced host is never over-committed)."""
+        table = self.table
+        mask = table.active[: table.n].copy()
+        for step in (
+            self._destination(ctx),
+            self._ignored(ctx),
+            self._forced_hosts(ctx),
+            self._forced_nodes(ctx),
+        ):
+            if step is not None:
+                mask &= step
+        for room in _ROOM_FILTERS:
+            fits = room.filter_all(table, ctx)
+            assert fits is not None  # a resource filter always answers
+            mask &= fits
+        return mask
+
+    def _masks(self, ctx: PlacementContext) -> list[NDArray[np.bool_]]:
+        """The per-request filters' masks, ignore_hosts' and requested_destination's."""
+        table = self.table
+        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
+        ignored = self._ignored(ctx)
+        if ignored is not None:
+            masks.append(ignored)
+        destination = self._destination(ctx)
+        if destination is not None:
+            masks.append(destination)
+        return masks
+
+    def _raws(self, ctx: PlacementContext) -> list[tuple[float, NDArray[np.float64], float]]:
+        """(multiplier, values, floor) of each weigher weighed on its own that has a say."""
+        table = self.table
+        return [
+            (w.multiplier, raw, floor)
+            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+            if (raw := w.weigh_all(table, ctx)) is not None
+        ]
+
     def top(self, ctx: PlacementContext, want: int, resources_only: bool) -> list[int]:
         """The ``want`` best passing rows (fewer if fewer pass), best first.
 
@@ -217,10 +303,18 @@ class Ranker:
         ):
             top = self._top_unfiltered(ctx, want)
             return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
+        asked = ctx.spec.__dict__  # as asks_resources_only: faster than pydantic's attributes
+        if asked["force_hosts"] or asked["force_nodes"]:
+            rows = np.flatnonzero(self._forced(ctx))
+            return self._ranked_among(rows, self._raws(ctx), want) if rows.size else []
+        # _masks and _raws, written out: this runs for every filtered request
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
         ignored = self._ignored(ctx)
         if ignored is not None:
             masks.append(ignored)
+        destination = None if asked["requested_destination"] is None else self._destination(ctx)
+        if destination is not None:
+            masks.append(destination)
         raws = [
             (w.multiplier, raw, floor)
             for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
@@ -231,6 +325,35 @@ class Ranker:
             if top is not None:
                 return top
         return self._ranked(self._passing(ctx, masks), raws, want)
+
+    def top_shuffled(
+        self, ctx: PlacementContext, want: int, resources_only: bool, rng: random.Random
+    ) -> list[int]:
+        """:meth:`top` with the hosts of equal best weight in random order
+        (``shuffle_best_same_weighed_hosts``, as Nova Rocky's filter scheduler).
+
+        Every passing row is scored (no shortcut: the tie may be of thousands
+        of hosts), with elementwise sums so that hosts of equal figures score
+        exactly equal. The ``want`` rows are a random sample of the tied best,
+        then (when fewer tie) the next best in order, ties to the lowest row.
+        """
+        spec = ctx.spec
+        if spec.force_hosts or spec.force_nodes:
+            mask = self._forced(ctx)
+        else:
+            mask = self._passing(ctx, self._masks(ctx))
+        rows = np.flatnonzero(mask)
+        if not rows.size:
+            return []
+        scores = self._scores_among(rows, self._raws(ctx), exact=True)
+        tied = np.flatnonzero(scores == scores.max()).tolist()
+        picked = rng.sample(tied, min(want, len(tied))) if len(tied) > 1 else tied
+        top = [int(rows[i]) for i in picked]
+        if len(top) < want and rows.size > len(tied):
+            scores[tied] = -np.inf
+            order = np.lexsort((rows, -scores))[: want - len(top)]
+            top += [int(rows[i]) for i in order if scores[i] != -np.inf]
+        return top
 
     def _top_unfiltered(self, ctx: PlacementContext, want: int) -> list[int] | None:
         """:meth:`_ranked` for a request with no request-specific filter, or None.
@@ -407,26 +530,7 @@ class Ranker:
         product may round a score's last bit unlike the full table's, so
         only hosts whose scores differ by about 1e-16 could swap places.
         """
-        table = self.table
-        multipliers = self._matrix_multipliers
-        if multipliers:
-            sub = table.weigh_matrix.take(rows, axis=1)
-            lows = zip(sub.min(axis=1).tolist(), table.floors, strict=True)
-            los = [lo if lo < floor else floor for lo, floor in lows]
-            his = sub.max(axis=1).tolist()
-            coefs = [
-                m / (hi - lo) if hi > lo else 0.0
-                for m, lo, hi in zip(multipliers, los, his, strict=True)
-            ]
-            scores = np.array(coefs) @ sub
-        else:
-            scores = np.zeros(rows.size, dtype=np.float64)
-        for multiplier, raw, floor in raws:
-            values = raw[rows]
-            w_lo = min(floor, float(values.min()))
-            w_hi = float(values.max())
-            if w_hi > w_lo:
-                scores += (multiplier / (w_hi - w_lo)) * values
+        scores = self._scores_among(rows, raws)
         if want <= self.shortcut_max_want:
             top: list[int] = []
             for _ in range(min(want, rows.size)):
@@ -440,6 +544,46 @@ class Ranker:
         order = np.lexsort((rows[picked], -scores[picked]))
         return [int(r) for r in rows[picked][order]]
 
+    def _scores_among(
+        self,
+        rows: NDArray[np.intp],
+        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        *,
+        exact: bool = False,
+    ) -> NDArray[np.float64]:
+        """The weights of ``rows``, normalized over them (see :meth:`_ranked`).
+
+        ``exact``: summed column by column (elementwise, so equal figures give
+        equal weights to the last bit) instead of in one matrix product.
+        """
+        table = self.table
+        multipliers = self._matrix_multipliers
+        if multipliers:
+            sub = table.weigh_matrix.take(rows, axis=1)
+            lows = zip(sub.min(axis=1).tolist(), table.floors, strict=True)
+            los = [lo if lo < floor else floor for lo, floor in lows]
+            his = sub.max(axis=1).tolist()
+            coefs = [
+                m / (hi - lo) if hi > lo else 0.0
+                for m, lo, hi in zip(multipliers, los, his, strict=True)
+            ]
+            if exact:
+                scores = np.zeros(rows.size, dtype=np.float64)
+                for coef, line in zip(coefs, sub, strict=True):
+                    if coef:
+                        scores += coef * line
+            else:
+                scores = np.array(coefs) @ sub
+        else:
+            scores = np.zeros(rows.size, dtype=np.float64)
+        for multiplier, raw, floor in raws:
+            values = raw[rows]
+            w_lo = min(floor, float(values.min()))
+            w_hi = float(values.max())
+            if w_hi > w_lo:
+                scores += (multiplier / (w_hi - w_lo)) * values
+        return scores
+
     def filter_counts(self, ctx: PlacementContext) -> tuple[int, dict[str, int]]:
         """The live hosts, and how many of them each filter removed (each host
         charged to the first filter, in order, that rejects it)."""
@@ -447,8 +591,19 @@ class Ranker:
         alive = table.active[: table.n].copy()
         total = int(alive.sum())
         counts: dict[str, int] = {}
-        steps: list[tuple[str, NDArray[np.bool_] | None]] = [("IgnoreHosts", self._ignored(ctx))]
-        steps.extend((f.name, f.filter_all(table, ctx)) for f in self.filters)
+        spec = ctx.spec
+        forcing = bool(spec.force_hosts or spec.force_nodes)
+        # in Nova's order: the requested destination, ignored hosts, forced ones
+        steps: list[tuple[str, NDArray[np.bool_] | None]] = [
+            ("RequestedDestination", self._destination(ctx)),
+            ("IgnoreHosts", self._ignored(ctx)),
+        ]
+        if forcing:  # no filter runs: only the room the resources need
+            steps.append(("ForceHosts", self._forced_hosts(ctx)))
+            steps.append(("ForceNodes", self._forced_nodes(ctx)))
+            steps.extend((f.name, f.filter_all(table, ctx)) for f in _ROOM_FILTERS)
+        else:
+            steps.extend((f.name, f.filter_all(table, ctx)) for f in self.filters)
         for name, passed in steps:
             if passed is None:
                 continue
@@ -460,7 +615,11 @@ class Ranker:
 
     def no_valid_host(self, ctx: PlacementContext, uuid: str, index: int) -> NoValidHost:
         total, counts = self.filter_counts(ctx)
+        forcing = bool(ctx.spec.force_hosts or ctx.spec.force_nodes)
         reasons = ", ".join(f"{n} removed {c}" for n, c in counts.items()) or "no host has reported"
+        reasons += self._unknown_names(ctx)
+        if forcing and total:
+            reasons += "; forced hosts skip the filters but must have room for the resources asked"
         where = ""
         if len(ctx.spec.instance_uuids) > 1:
             where = (
@@ -488,11 +647,11 @@ class Ranker:
         was ranked by, up to rounding.
         """
         table = self.table
-        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
-        ignored = self._ignored(ctx)
-        if ignored is not None:
-            masks.append(ignored)
-        passing = self._passing(ctx, masks)
+        spec = ctx.spec
+        if spec.force_hosts or spec.force_nodes:
+            passing = self._forced(ctx)  # the filters are skipped, as for the placement
+        else:
+            passing = self._passing(ctx, self._masks(ctx))
         index = np.asarray(rows, dtype=np.intp)
         weights: list[dict[str, float]] = [{} for _ in rows]
         for w in weighers:
@@ -510,3 +669,23 @@ class Ranker:
             for weight, value in zip(weights, (scaled * w.multiplier).tolist(), strict=True):
                 weight[w.name] = weight.get(w.name, 0.0) + value
         return int(np.count_nonzero(passing)), weights
+
+    def _unknown_names(self, ctx: PlacementContext) -> str:
+        """What the forced hosts and nodes and the requested destination name that
+        no host is (as " (force_hosts ['x'] name no known host)"), or ""."""
+        table = self.table
+        spec = ctx.spec
+        notes: list[str] = []
+        hosts = [h for h in spec.force_hosts if not table.rows_named(h)]
+        if hosts:
+            notes.append(f"force_hosts {sorted(hosts)[:10]} name no known host")
+        nodes = [node for node in spec.force_nodes if not table.rows_of_node(node)]
+        if nodes:
+            notes.append(f"force_nodes {sorted(nodes)[:10]} name no known node")
+        destination = spec.requested_destination
+        if destination is not None:
+            if destination.host is not None and destination.host not in table.row_of:
+                notes.append(f"requested_destination host {destination.host!r} is not known")
+            if destination.node is not None and not table.rows_of_node(destination.node):
+                notes.append(f"requested_destination node {destination.node!r} is not known")
+        return f" ({'; '.join(notes)})" if notes else ""

@@ -171,6 +171,10 @@ class HostTable:
         # rows of the hosts whose name has capitals, by the name in lower case
         # (rows_named); all-lower-case names, the usual ones, cost nothing here
         self._capitalized: dict[str, list[int]] = {}
+        # the node of each row whose hypervisor node is not named as its host
+        # (most rows: none, and no entry), and those rows by node name
+        self.node_of: dict[int, str] = {}
+        self._node_rows: dict[str, list[int]] = {}
         self.zone_ids: dict[str, int] = {}
         self.zone_names: list[str] = []
         self.trait_bits: dict[str, int] = {}
@@ -317,6 +321,7 @@ class HostTable:
             same.remove(row)
             if not same:
                 del self._capitalized[folded]
+        self.set_node(row, None)
         self._own_lists()
         self.name_of[row] = None
         self.host_traits[row] = ()
@@ -343,6 +348,32 @@ class HostTable:
         rows = list(self._capitalized.get(folded, ()))
         row = self.row_of.get(folded)
         if row is not None:
+            rows.append(row)
+        return rows
+
+    def set_node(self, row: int, node: str | None) -> None:
+        """Record the node ``row`` reports (None or its host's name: named as its host)."""
+        old = self.node_of.get(row)
+        if node == self.name_of[row]:
+            node = None
+        if node == old:
+            return
+        if old is not None:
+            same = self._node_rows[old]
+            same.remove(row)
+            if not same:
+                del self._node_rows[old]
+            del self.node_of[row]
+        if node is not None:
+            self.node_of[row] = node
+            self._node_rows.setdefault(node, []).append(row)
+
+    def rows_of_node(self, node: str) -> list[int]:
+        """Rows whose hypervisor node is named ``node`` exactly (as Nova's
+        ``force_nodes`` and ``requested_destination`` match nodes)."""
+        rows = list(self._node_rows.get(node, ()))
+        row = self.row_of.get(node)
+        if row is not None and row not in self.node_of:
             rows.append(row)
         return rows
 

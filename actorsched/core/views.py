@@ -99,6 +99,8 @@ class HostStatesImage:
     agg_set: NDArray[np.int32]  # membership id of each row's aggregates
     membership_names: list[tuple[str, ...]]  # membership id -> aggregate names
     next_row: int | None  # the start of the next page, None after the last
+    # row -> node of the rows whose node is not named as their host (a copy)
+    nodes: dict[int, str]
 
     @property
     def names(self) -> list[str | None]:
@@ -125,12 +127,15 @@ class HostStatesImage:
         ram_ratio, cpu_ratio, disk_ratio = self.ratios.tolist()
         memberships = self.membership_names
         agg_set = self.agg_set.tolist()
+        nodes = self.nodes
+        start = self.start
         out: dict[str, HostState] = {}
         for k, host in enumerate(self.names):
             if host is None:
                 continue
             out[host] = HostState(
                 host=host,
+                node=nodes.get(start + k, host) if nodes else host,
                 generation=i["generation"][k],
                 enabled=enabled[k],
                 availability_zone=zone_names[zones[k]],
@@ -196,6 +201,9 @@ def capture_host_states(
     agg_set = into.agg_set[:count]
     np.copyto(agg_set, table.agg_set[rows])
     names, traits = table.shared_lists()  # not copied: the table copies on its next write
+    nodes = table.node_of  # usually empty: rows whose node is named as their host have none
+    if nodes:
+        nodes = {r: node for r, node in nodes.items() if begin <= r < stop}
     return HostStatesImage(
         start=begin,
         stop=stop,
@@ -210,6 +218,7 @@ def capture_host_states(
         agg_set=agg_set,
         membership_names=table.membership_names,
         next_row=stop if stop < n else None,
+        nodes=dict(nodes),
     )
 
 
@@ -234,6 +243,7 @@ def host_state(table: HostTable, row: int) -> HostState:
         agg_set=table.agg_set[rows],
         membership_names=table.membership_names,
         next_row=None,
+        nodes=table.node_of,
     )
     [state] = image.states().values()
     return state

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..models import SchedulerConfig
-from .filters import PlacementContext
+from .filters import PlacementContext, group_members
 from .table import HostTable
 
 __all__ = [
@@ -130,13 +130,13 @@ class SoftGroupWeigher:
     def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
         group = ctx.spec.group
         if group is None or group.policy != self.policy:
+            return None  # (group_members says so too: this spares most requests the call)
+        members = group_members(table, ctx, self.policy)
+        if members is None:
             return None
-        members = ctx.ledger.group_members(group.id)
-        if not members:
-            return None
+        rows, counts = members
         raw = np.zeros(table.n, dtype=np.float64)
-        rows = np.fromiter(members.keys(), dtype=np.intp, count=len(members))
-        raw[rows] = self.sign * np.fromiter(members.values(), dtype=np.float64, count=len(members))
+        np.add.at(raw, rows, self.sign * counts)
         return raw
 
 

@@ -4,7 +4,7 @@ Rules this module keeps:
 
 * A snapshot says what the state *means*, never how the core stores it:
   per host the report that rebuilds it (figures, enabled, zone, traits,
-  the instances it listed) and when it was applied; per claim its uuid,
+  node, the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
   it, its selection and its request's fingerprint; per released instance
   its credit; per host aggregate its name, hosts and metadata. Rows, zone
@@ -35,15 +35,16 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 log = logging.getLogger("actorsched.journal")
 
 # 4: as 3, and the host aggregates, and each host's reported allocation
-# ratios (HostReport's *_allocation_ratio columns); 3: as 2, and each claim's
-# request fingerprint; 2: hosts, claims and credits as columns (one JSON list
-# per field); 1: one object per host, claim and credit. 1, 2 and 3 are still
-# read (no aggregates, no host ratios; 1 and 2 have no fingerprints).
+# ratios (HostReport's *_allocation_ratio columns) and node; 3: as 2, and each
+# claim's request fingerprint; 2: hosts, claims and credits as columns (one
+# JSON list per field); 1: one object per host, claim and credit. 1, 2 and 3
+# are still read (no aggregates, no host ratios, nodes named as their hosts;
+# 1 and 2 have no fingerprints).
 SNAPSHOT_FORMAT = 4
 _READ = (1, 2, 3, SNAPSHOT_FORMAT)
 _HOST_FIELDS = tuple(HostReport.model_fields)
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
-_HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f not in _RATIO_FIELDS)
+_HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f not in (*_RATIO_FIELDS, "node"))
 _CLAIM_COLUMNS_2 = tuple(c for c in CLAIM_COLUMNS if c != "fingerprint")
 
 

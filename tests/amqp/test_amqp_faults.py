@@ -18,6 +18,7 @@ import aio_pika
 import aiormq.exceptions
 import pytest
 from amqp_support import AMQP_URL, ROOMY, delete_topology, host_report, running_stack, unique_queue
+from conftest import code_under_test_env
 
 from actorsched import RequestSpec, Selection
 from actorsched.amqp import SchedulerClient
@@ -221,6 +222,7 @@ async def test_sigterm_during_load_answers_every_accepted_request(
         "--journal",
         str(tmp_path / "journal.sqlite"),
         cwd=tmp_path,
+        env=code_under_test_env(),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

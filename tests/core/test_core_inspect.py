@@ -124,3 +124,23 @@ def test_where_finds_a_claim_a_reported_instance_and_nothing() -> None:
     assert (reported.host, reported.claimed, reported.reported) == ("small", False, True)
     unknown = core.where("vm-x")
     assert (unknown.host, unknown.claimed, unknown.reported) == (None, False, False)
+
+
+def test_a_plan_of_a_forced_host_counts_only_the_forced_rows_as_passing() -> None:
+    core = make_core(ram_only_config())
+    _cluster(core)
+    plan = core.plan(make_spec("vm-1", memory_mb=1024, force_hosts=["SMALL"]), 2.0)
+    (instance,) = plan.instances
+    assert instance.host == "small"
+    assert instance.passing_hosts == 1
+    assert [c.host for c in instance.candidates] == ["small"]
+
+
+def test_a_plan_in_an_aggregate_zone_explains_the_zone_filter() -> None:
+    core = make_core(ram_only_config())
+    _cluster(core)
+    core.create_aggregate("edge", {"availability_zone": "edge"}, ("half",))
+    plan = core.plan(make_spec("vm-1", memory_mb=1024, availability_zone="edge"), 2.0)
+    (instance,) = plan.instances
+    assert instance.host == "half"
+    assert instance.filter_counts == {"AvailabilityZoneFilter": 2}

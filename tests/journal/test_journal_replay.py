@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from journal_workload import StepClock, random_workload, report
 
-from actorsched import InvalidRequest, RequestSpec, Scheduler, SchedulerConfig
+from actorsched import InvalidRequest, RequestSpec, Scheduler, SchedulerConfig, ServerGroup
 from actorsched.core import SchedulerCore
 from actorsched.core.ledger import request_fingerprint
 from actorsched.journal import SqliteJournal
@@ -189,7 +189,16 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         "flavor_name": None,
         "extra_specs": {},
         "project_id": None,
+        "force_hosts": [],
+        "force_nodes": [],
+        "requested_destination": None,
     }
+    group_defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in ServerGroup.model_fields.items()
+        if not field.is_required()
+    }
+    assert group_defaults == {"max_server_per_host": None, "hosts": []}
 
 
 @pytest.mark.parametrize("snapshot_every", [1, 1_000_000])  # from a snapshot, from records

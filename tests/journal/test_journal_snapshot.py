@@ -1,5 +1,6 @@
 """Snapshot text: columns (format 4) round-trip; formats 1, 2 and 3 still restore (1 and
-2 with unknown request fingerprints; none with aggregates); bad columns fail."""
+2 with unknown request fingerprints; none with aggregates, host ratios or nodes); bad
+columns fail."""
 
 from __future__ import annotations
 
@@ -15,30 +16,33 @@ from actorsched.core.image import capture
 from actorsched.journal.snapshot import SNAPSHOT_FORMAT, encode, restore
 
 
-def _busy_core() -> SchedulerCore:
-    """Hosts with zones, traits and listed instances; assumed, confirmed and released claims."""
+def _busy_core(node: str | None = None) -> SchedulerCore:
+    """Hosts with zones, traits and listed instances; assumed, confirmed and released claims;
+    ``node``: host c's node."""
     core = SchedulerCore()
     core.update_host(
         make_report("a", 1, availability_zone="az1", traits=["SSD", "GPU"], memory_mb=8192),
         now=1.0,
     )
     core.update_host(make_report("b", 1, enabled=False, num_io_ops=2), now=2.0)
-    core.update_host(make_report("c", 1, memory_mb_reserved=512), now=3.0)
+    core.update_host(make_report("c", 1, memory_mb_reserved=512, node=node), now=3.0)
     core.select_destinations(make_spec("vm1", group=("g1", "anti-affinity")), now=4.0)
     core.select_destinations(make_spec("vm2", "vm3", memory_mb=1024), now=5.0)
     host = core.ledger.claims["vm2"].host
-    core.update_host(make_report(host, 2, instances=["vm2", "old"]), now=6.0)  # confirms vm2
+    again = make_report(host, 2, instances=["vm2", "old"], node=node if host == "c" else None)
+    core.update_host(again, now=6.0)  # confirms vm2
     core.release("vm2", now=7.0)  # still listed: credited back until a report drops it
     core.remove_host("b", now=8.0)
     return core
 
 
 def test_columns_round_trip_to_the_same_state() -> None:
-    core = _busy_core()
+    core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
     assert data["format"] == SNAPSHOT_FORMAT == 4
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
+    assert data["hosts"]["node"] == [None, "c-node"]  # None: named as its host
     assert sorted(data["claims"]["instance_uuid"]) == ["vm1", "vm3"]
     assert data["released"]["instance_uuid"] == ["vm2"]
     assert data["claims"]["fingerprint"][data["claims"]["instance_uuid"].index("vm3")] == (
@@ -54,12 +58,13 @@ def test_columns_round_trip_to_the_same_state() -> None:
 
 
 def _format_3(core: SchedulerCore) -> str:
-    """The same state as format 3 wrote it: no aggregates, no host ratio columns."""
+    """The same state as format 3 wrote it: no aggregates, no host ratio or node columns."""
     data = json.loads(encode(capture(core)))
     assert data["aggregates"] == []  # format 3 could not say more
     del data["aggregates"]
     for field in ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"):
         assert set(data["hosts"].pop(field)) == {None}
+    del data["hosts"]["node"]
     data["format"] = 3
     return json.dumps(data)
 
@@ -69,6 +74,16 @@ def test_a_format_3_snapshot_still_restores_with_its_fingerprints() -> None:
     again = SchedulerCore()
     restore(again, _format_3(core))
     assert again.digest() == core.digest()
+
+
+def test_a_format_3_snapshot_restores_with_nodes_named_as_their_hosts() -> None:
+    core = SchedulerCore()
+    core.update_host(make_report("a", 1), now=1.0)
+    core.select_destinations(make_spec("vm1"), now=2.0)
+    again = SchedulerCore()
+    restore(again, _format_3(core))
+    assert again.digest() == core.digest()
+    assert again.host_states()["a"].node == "a"
 
 
 def _format_2(core: SchedulerCore) -> str:
@@ -140,6 +155,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
         (lambda d: d.update(format=5), "unknown snapshot format"),
+        (lambda d: d["hosts"].pop("node"), "snapshot hosts must have exactly the columns"),
         (lambda d: d["claims"].pop("fingerprint"), "snapshot claims must have exactly"),
     ],
 )
