@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import make_config, make_core, make_report, make_spec
+from numpy.typing import NDArray
 
-from actorsched import NoValidHost, SchedulerConfig
-from actorsched.core import SchedulerCore
+from actorsched import Destination, NoValidHost, SchedulerConfig, Selection
+from actorsched.core import HostTable, PlacementContext, SchedulerCore
+from actorsched.core.image import capture
 from actorsched.core.views import host_state
 
 DOWN = 60.0  # service_down_time in these tests
@@ -249,3 +252,101 @@ def test_each_row_local_filter_counts_the_hosts_its_own_part_of_the_rule_removes
     }
     with pytest.raises(ValueError, match="'RamFilter' is not a row-local filter"):
         core.table.row_local_part("RamFilter")
+
+
+def _reported_ratios(core: SchedulerCore, host: str) -> tuple[object, ...]:
+    columns = capture(core).host_columns()
+    at = columns["host"].index(host)
+    fields = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
+    return tuple(columns[field][at] for field in fields)
+
+
+@pytest.mark.parametrize("ratio", [1.0, 2.0])  # the configured one, and another
+def test_a_report_without_ratios_drops_the_ratios_the_last_one_carried(ratio: float) -> None:
+    core = make_core()
+    core.update_host(make_report("h1", ram_allocation_ratio=ratio), 1.0)
+    assert _reported_ratios(core, "h1") == (ratio, None, None)
+    core.update_host(make_report("h1", generation=2), 2.0)
+    assert _reported_ratios(core, "h1") == (None, None, None)  # a snapshot keeps none
+
+
+def test_a_cpu_ratio_alone_in_a_large_batch_of_reports_counts() -> None:
+    core = make_core(make_config(cpu_allocation_ratio=1.0))
+    reports = [make_report(f"h{i}", vcpus=4, vcpus_used=3) for i in range(9)]
+    reports[4] = make_report("h4", vcpus=4, vcpus_used=3, cpu_allocation_ratio=4.0)
+    assert core.update_hosts(reports, 1.0) == [True] * 9
+    # 4 vCPUs fit on h4 only (16 - 3 left), not on the hosts at the configured 1.0 (1 left)
+    (selection,) = core.select_destinations(make_spec("vm-1", vcpus=4), 1.0)
+    assert selection.host == "h4"
+
+
+def test_an_aggregate_ratio_of_zero_is_not_a_ratio_and_the_hosts_own_counts() -> None:
+    config = make_config(enabled_filters=["ComputeFilter", "AggregateRamFilter"])
+    core = make_core(config)
+    core.update_host(make_report("h1", memory_mb=1024), 1.0)
+    core.create_aggregate("zero", {"ram_allocation_ratio": "0"}, ("h1",))
+    # ratio 0 would take nothing; ignored, the configured 1.0 takes 1,000 MB
+    assert core.select_destinations(make_spec("vm-1", memory_mb=1000), 1.0)[0].host == "h1"
+
+
+def test_a_requested_destination_host_that_is_not_known_takes_no_host() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    spec = make_spec("vm-1", requested_destination=Destination(host="nowhere"))
+    with pytest.raises(NoValidHost, match="RequestedDestination removed 1"):
+        core.select_destinations(spec, 1.0)
+
+
+def test_a_replayed_claim_is_charged_to_its_own_host_only() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    spec = make_spec("vm-1", memory_mb=1000)
+    selection = Selection(instance_uuid="vm-1", host="h2", alternates=["h1"])
+    core.restore_claims(spec, [selection], 2.0)
+    assert (_free_ram(core, "h1"), _free_ram(core, "h2")) == (4096, 3096)
+    assert core.ledger.claims["vm-1"].row == core.table.row_of["h2"]
+
+
+class _Scaled:
+    """A plug-in weigher (not a table column) with Nova's minval 0."""
+
+    name = "Scaled"
+    multiplier = 1.0
+    minval = 0.0
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.float64]:
+        return np.array([self.values.get(n or "", 0.0) for n in table.name_of[: table.n]])
+
+
+def test_a_plug_in_weighers_minval_is_its_floor() -> None:
+    # RAM: a 1.0, b 0.5. Scaled with floor 0: a 0.75, b 1.0 (a wins, 1.75 to 1.5);
+    # without the floor (lo 15): a 0, b 1 (b would win, 1.0 to 1.5)
+    config = make_config(cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0)
+    core = make_core(config, weighers=[_Scaled({"a": 15.0, "b": 20.0})])
+    core.update_host(make_report("a", memory_mb=2000), 1.0)
+    core.update_host(make_report("b", memory_mb=1000), 1.0)
+    assert core.select_destinations(make_spec("vm-1", memory_mb=100), 1.0)[0].host == "a"
+
+
+def test_a_host_that_fails_row_ok_is_never_ranked_on_the_full_mask_path() -> None:
+    # Only the I/O weigher (multiplier -1): every passing host weighs below 0.
+    # A disabled host and a request with ignore_hosts (a mask, most hosts
+    # passing: the full-table ranking) get the least busy enabled host and two
+    # alternates, none disabled or ignored.
+    config = make_config(
+        ram_weight_multiplier=0.0,
+        cpu_weight_multiplier=0.0,
+        disk_weight_multiplier=0.0,
+        max_attempts=3,
+    )
+    core = make_core(config)
+    core.update_host(make_report("off", enabled=False), 1.0)
+    for i in range(5):
+        core.update_host(make_report(f"h{i}", num_io_ops=i + 1), 1.0)
+    spec = make_spec("vm-1", ignore_hosts=["h0"])
+    (selection,) = core.select_destinations(spec, 1.0)
+    assert (selection.host, selection.alternates) == ("h1", ["h2", "h3"])
