@@ -25,7 +25,7 @@ import platform
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -44,7 +44,24 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .actor import Envelope
-    from .scheduler import Scheduler
+
+
+class Observed(Protocol):
+    """What the gauges read of the scheduler they are bound to (a ``Scheduler``)."""
+
+    @property
+    def mailbox_depth(self) -> int: ...
+    @property
+    def waiting_for_room(self) -> int: ...
+    @property
+    def host_count(self) -> int: ...
+    @property
+    def silent_host_count(self) -> int: ...
+    @property
+    def claim_count(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+
 
 # commands that the journal writes (a batch of reads alone commits nothing)
 _WRITES = frozenset(entry.command for entry in COMMANDS if entry.record is not None)
@@ -114,7 +131,7 @@ class SchedulerMetrics:
             ProcessCollector(registry=r)
             PlatformCollector(registry=r)
         self._bound = False
-        self._gauges: list[tuple[str, str, Callable[[Scheduler], float]]] = [
+        self._gauges: list[tuple[str, str, Callable[[Observed], float]]] = [
             ("actorsched_mailbox_depth", "Messages waiting in the owner's mailbox",
              lambda s: s.mailbox_depth),
             ("actorsched_waiting_for_room", "Messages waiting in line for room in the mailbox",
@@ -127,7 +144,7 @@ class SchedulerMetrics:
              lambda s: 1 if s.role == "active" else 0),
         ]  # fmt: skip
 
-    def bind(self, scheduler: Scheduler) -> None:
+    def bind(self, scheduler: Observed) -> None:
         """Read the scheduler's gauges (called by ``Scheduler(metrics=...)``)."""
         if self._bound:
             raise ValueError("this SchedulerMetrics is bound to a scheduler already")
