@@ -25,21 +25,34 @@ Rules this module keeps:
   :class:`SchedulerStopped`: no caller is left hanging.
 * Per wake-up the owner drains up to ``max_batch`` envelopes. A batch sink
   (the journal) sees each batch's records before its callers are answered.
+* A placement that fits nowhere and asks to wait (``RequestSpec.wait``)
+  waits here, in the owner, at most ``max_waiting_requests`` of them. Every
+  command that changed state (other than a placement) is a freeing event and
+  bumps a sequence number; each waiter remembers the number it was last
+  tried at. Before a batch is handed to the journal, every waiter with an
+  older number is tried again, by (-priority, arrival): so an event later in
+  the same batch as the wait, or in any batch after it, is never missed, and
+  a waiter is never tried twice against the same state. A placed waiter joins
+  the batch (after the events that freed its room) and is journaled and
+  answered with it. A timer fails a waiter at its ``wait`` with its last
+  NoValidHost; stopping fails the waiters with SchedulerStopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .core import Command, SchedulerCore
-from .errors import MailboxFull, SchedulerError, SchedulerStopped
+from .core import COMMANDS, Command, SchedulerCore, SelectDestinations
+from .errors import MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import SchedulerConfig
 
 __all__ = ["BatchSink", "Envelope", "Owner"]
@@ -49,6 +62,14 @@ R = TypeVar("R")
 log = logging.getLogger("actorsched.actor")
 
 _DEFAULT_MAX_WAITING: int = SchedulerConfig.model_fields["max_waiting"].default
+_DEFAULT_MAX_WAITING_REQUESTS: int = SchedulerConfig.model_fields["max_waiting_requests"].default
+# The freeing events that wake waiting placements: every command that changes
+# state (it makes a journal record), but a placement, which only takes room.
+# A new state-changing command (a move's confirm) is one by being listed in
+# core.COMMANDS with a record kind; nothing to add here.
+_FREEING: tuple[type[Command[Any]], ...] = tuple(
+    c.command for c in COMMANDS if c.record is not None and c.command is not SelectDestinations
+)
 
 
 @dataclass(slots=True)
@@ -76,6 +97,17 @@ class BatchSink(Protocol):
         ...
 
 
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    """A placement waiting in the owner for room."""
+
+    order: tuple[int, int]  # (-priority, arrival): the order waiters are tried in
+    envelope: Envelope
+    error: NoValidHost  # its last explanation, raised at its deadline
+    seen: int  # the freeing-event number it was last tried at
+    timer: asyncio.TimerHandle | None = None
+
+
 @dataclass(slots=True)
 class _Stats:
     handled: int = 0
@@ -97,6 +129,7 @@ class Owner:
         sink: BatchSink | None = None,
         max_waiting: int = _DEFAULT_MAX_WAITING,
         observer: Observer | None = None,
+        max_waiting_requests: int = _DEFAULT_MAX_WAITING_REQUESTS,
     ) -> None:
         if max_waiting < 0:
             raise ValueError(f"max_waiting must be 0 or more, got {max_waiting}")
@@ -118,6 +151,11 @@ class Owner:
         self._pending_commits: set[asyncio.Task[None]] = set()
         self.stats = _Stats()
         self.observer = observer
+        # placements waiting for room, in the order they are tried (-priority, arrival)
+        self._waiters: list[_Waiter] = []
+        self._max_waiting_requests = max_waiting_requests
+        self._arrivals = itertools.count()
+        self._freed = 0  # freeing events applied so far (see _FREEING)
 
     @property
     def mailbox_depth(self) -> int:
@@ -133,6 +171,11 @@ class Owner:
     def blocked_senders(self) -> int:
         """Awaiting senders past max_waiting, waiting unsent for a place in the line."""
         return len(self._blocked)
+
+    @property
+    def pending_requests(self) -> int:
+        """Placements waiting for room (RequestSpec.wait), at most max_waiting_requests."""
+        return len(self._waiters)
 
     @property
     def running(self) -> bool:
@@ -294,10 +337,19 @@ class Owner:
                 env.now = self._clock()
                 try:
                     env.result = core.handle(env.command, env.now)
+                except NoValidHost as exc:
+                    if self._wait(env, exc):
+                        continue  # not answered (nor journaled) until placed
+                    self.stats.failed += 1
                 except Exception as exc:  # a bad message fails its caller only
                     env.error = exc
                     self.stats.failed += 1
+                else:
+                    if isinstance(env.command, _FREEING) and _changed(env.result):
+                        self._freed += 1
                 applied.append(env)
+            if self._waiters and not stopping:
+                self._wake(applied)
             self.stats.handled += len(applied)
             self.stats.batches += 1
             if self._sink is None:
@@ -316,6 +368,80 @@ class Owner:
             await asyncio.gather(*self._pending_commits, return_exceptions=True)
         self._closed = True
         self._fail_queued()
+
+    # -- waiting placements ---------------------------------------------------
+
+    def _wait(self, env: Envelope, exc: NoValidHost) -> bool:
+        """Keep a placement that fits nowhere waiting, if it asks to; else fail it."""
+        command = env.command
+        assert isinstance(command, SelectDestinations)  # only a placement raises NoValidHost
+        wait = command.spec.wait
+        if not wait:
+            env.error = exc
+            return False
+        if len(self._waiters) >= self._max_waiting_requests:
+            env.error = NoValidHost(
+                f"{exc}; and the waiting line is full: {len(self._waiters):,} requests "
+                f"wait for room (SchedulerConfig.max_waiting_requests "
+                f"{self._max_waiting_requests:,}), so this one could not wait",
+                instance_uuid=exc.instance_uuid,
+                total_hosts=exc.total_hosts,
+                filter_counts=exc.filter_counts,
+            )
+            return False
+        if env.future.done():  # its caller gave up already
+            env.error = exc
+            return False
+        waiter = _Waiter((-command.spec.priority, next(self._arrivals)), env, exc, self._freed)
+        bisect.insort(self._waiters, waiter, key=_order)
+        waiter.timer = asyncio.get_running_loop().call_later(wait, self._expire, waiter)
+        env.future.add_done_callback(lambda _: self._drop(waiter))
+        return True
+
+    def _wake(self, applied: list[Envelope]) -> None:
+        """Try each waiter that has not seen the latest freeing events, in order;
+        a placed one joins ``applied``, after the events that made its room."""
+        freed = self._freed
+        core = self.core
+        for waiter in list(self._waiters):  # a copy: a placed waiter leaves the list
+            if waiter.seen >= freed:
+                continue
+            env = waiter.envelope
+            if env.future.done():
+                self._drop(waiter)
+                continue
+            assert env.command is not None
+            env.now = self._clock()
+            try:
+                env.result = core.handle(env.command, env.now)
+            except NoValidHost as exc:
+                waiter.error = exc
+                waiter.seen = freed
+                continue
+            except Exception as exc:  # e.g. max_claims reached: it fails now
+                env.error = exc
+                self.stats.failed += 1
+            self._drop(waiter)
+            applied.append(env)
+
+    def _drop(self, waiter: _Waiter) -> None:
+        """Take ``waiter`` out of the line (placed, expired, given up); idempotent."""
+        waiters = self._waiters
+        index = bisect.bisect_left(waiters, waiter.order, key=_order)
+        if index < len(waiters) and waiters[index] is waiter:
+            del waiters[index]
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+
+    def _expire(self, waiter: _Waiter) -> None:
+        """The timer of a waiter still waiting at its deadline: NoValidHost, as it was."""
+        if waiter in self._waiters:
+            self._drop(waiter)
+            self.stats.failed += 1
+            env = waiter.envelope
+            env.error = waiter.error
+            _answer([env])
+            self._observe([env], None)
 
     def _hand_off(self, batch: list[Envelope]) -> Awaitable[None] | BaseException:
         assert self._sink is not None
@@ -355,6 +481,11 @@ class Owner:
             self.observer = None
 
     def _fail_queued(self) -> None:
+        while self._waiters:  # a waiter is not durable until placed: a restart forgets it
+            waiter = self._waiters.pop()
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            _fail(waiter.envelope.future, _stopped())
         while not self._queue.empty():
             env = self._queue.get_nowait()
             _fail(env.future, _stopped())
@@ -369,6 +500,19 @@ class Owner:
         self._fail_queued()
         if not task.cancelled() and task.exception() is not None:
             log.error("scheduler owner task died", exc_info=task.exception())
+
+
+def _order(waiter: _Waiter) -> tuple[int, int]:
+    return waiter.order
+
+
+def _changed(result: object) -> bool:
+    """Whether a state-changing command's answer says it changed something."""
+    if result is False:
+        return False
+    if isinstance(result, list):  # UpdateHosts: one applied flag per report
+        return any(flag is True for flag in result)
+    return True
 
 
 def _stopped() -> SchedulerStopped:

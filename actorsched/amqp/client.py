@@ -256,9 +256,19 @@ class SchedulerClient:
         self,
         spec: RequestSpec,
         *,
+        wait: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a per-call limit is the API)
     ) -> list[Selection]:
-        """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
+        """Claim a host per instance uuid, in the spec's order; raises NoValidHost.
+
+        ``wait`` (or ``spec.wait``): seconds the request may wait in the
+        service for room, as :meth:`Scheduler.select_destinations`; without
+        its own ``timeout`` the call then waits ``wait`` more than the client's.
+        """
+        if wait is not None:
+            spec = RequestSpec.model_validate({**spec.__dict__, "wait": wait})
+        if timeout is None and spec.wait:
+            timeout = self.timeout + spec.wait
         # fields at their defaults are left out: a service of an older version,
         # which does not know the newer fields, still takes the request
         body = spec.model_dump_json(exclude_defaults=True).encode()
