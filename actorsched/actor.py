@@ -30,11 +30,12 @@ Rules this module keeps:
   command that changed state (other than a placement) is a freeing event and
   bumps a sequence number; each waiter remembers the number it was last
   tried at. Before a batch is handed to the journal, every waiter with an
-  older number is tried again, by (-priority, arrival): so an event later in
-  the same batch as the wait, or in any batch after it, is never missed, and
-  a waiter is never tried twice against the same state. A placed waiter joins
-  the batch (after the events that freed its room) and is journaled and
-  answered with it. A timer fails a waiter at its ``wait`` with its last
+  older number is tried again, by (-priority, arrival), and also before a
+  later placement of the same batch (which must not take the room first): so
+  an event later in the same batch as the wait, or in any batch after it, is
+  never missed, and a waiter is never tried twice against the same state. A
+  placed waiter joins the batch (after the events that freed its room) and
+  is journaled and answered with it. A timer fails a waiter at its ``wait`` with its last
   NoValidHost; stopping fails the waiters with SchedulerStopped.
 """
 
@@ -156,6 +157,7 @@ class Owner:
         self._max_waiting_requests = max_waiting_requests
         self._arrivals = itertools.count()
         self._freed = 0  # freeing events applied so far (see _FREEING)
+        self._woken_at = 0  # the value of _freed at the last pass over the waiters
 
     @property
     def mailbox_depth(self) -> int:
@@ -334,6 +336,8 @@ class Owner:
                         _fail(rest.future, _stopped())
                     applied.append(env)
                     break
+                if self._freed != self._woken_at and isinstance(env.command, SelectDestinations):
+                    self._wake(applied)  # room freed earlier in the batch: waiters first
                 env.now = self._clock()
                 try:
                     env.result = core.handle(env.command, env.now)
@@ -348,7 +352,7 @@ class Owner:
                     if isinstance(env.command, _FREEING) and _changed(env.result):
                         self._freed += 1
                 applied.append(env)
-            if self._waiters and not stopping:
+            if self._freed != self._woken_at and not stopping:
                 self._wake(applied)
             self.stats.handled += len(applied)
             self.stats.batches += 1
@@ -401,7 +405,7 @@ class Owner:
     def _wake(self, applied: list[Envelope]) -> None:
         """Try each waiter that has not seen the latest freeing events, in order;
         a placed one joins ``applied``, after the events that made its room."""
-        freed = self._freed
+        freed = self._woken_at = self._freed
         core = self.core
         for waiter in list(self._waiters):  # a copy: a placed waiter leaves the list
             if waiter.seen >= freed:

@@ -195,6 +195,20 @@ async def test_a_release_in_the_same_batch_after_the_wait_is_not_missed() -> Non
             assert [sel.host for sel in await placed] == ["h1"]
 
 
+async def test_a_waiter_gets_the_room_before_a_newcomer_later_in_the_same_batch() -> None:
+    async with Scheduler(CONFIG) as s:
+        await full_scheduler(s)
+        waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
+        await until_waiting(s, 1)
+        released = s.submit(Release("first"))
+        newcomer = s.submit(SelectDestinations(big("newcomer")))
+        async with asyncio.timeout(TIMEOUT):
+            assert await released is True
+            with pytest.raises(NoValidHost):
+                await newcomer
+            assert [sel.host for sel in await waiter] == ["h1"]
+
+
 async def test_a_report_in_the_same_batch_after_the_wait_is_not_missed() -> None:
     async with Scheduler(CONFIG) as s:
         await s.update_host(make_report("h1", memory_mb=1024, memory_mb_used=1024))

@@ -59,3 +59,25 @@ async def test_a_waiting_request_over_amqp_times_out_with_no_valid_host() -> Non
             await client.select_destinations(_spec("vm", wait=0.3))
         assert 0.25 <= time.monotonic() - started < TIMEOUT
         assert stack.scheduler.pending_requests == 0
+
+
+async def test_waiting_requests_go_alone_and_hold_no_batch_of_other_calls() -> None:
+    async with running_stack(config=ROOMY, prefetch=8) as stack:
+        client = stack.client
+        assert await client.update_host(host_report("h1", memory_mb=1024))
+        await client.select_destinations(_spec("first"))
+        sent = client.messages_sent
+        waiters = [
+            asyncio.create_task(client.select_destinations(_spec(f"w{i}"), wait=TIMEOUT))
+            for i in range(3)
+        ]
+        await _until_waiting(stack.scheduler, 3)
+        assert client.messages_sent == sent + 3  # one message each, none batched
+        # more calls than the client's window still flow while three wait
+        where = await asyncio.gather(*[client.where(f"x{i}") for i in range(10)])
+        assert all(found.host is None for found in where)
+        for i, waiter in enumerate(waiters):
+            assert await client.release("first" if i == 0 else f"w{i - 1}")
+            async with asyncio.timeout(TIMEOUT):
+                [placed] = await waiter
+            assert placed.host == "h1"
