@@ -30,7 +30,8 @@ Rules this module keeps:
   command that changed state (other than a placement) is a freeing event and
   bumps a sequence number; each waiter remembers the number it was last
   tried at. Before a batch is handed to the journal, every waiter with an
-  older number is tried again, by (-priority, arrival), and also before a
+  older number is tried again (first a check of the headroom of the rows
+  those events freed, then the full placement), by (-priority, arrival), and also before a
   later placement of the same batch (which must not take the room first): so
   an event later in the same batch as the wait, or in any batch after it, is
   never missed, and a waiter is never tried twice against the same state. A
@@ -52,7 +53,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .core import COMMANDS, Command, SchedulerCore, SelectDestinations
+from .core import (
+    COMMANDS,
+    Command,
+    Release,
+    SchedulerCore,
+    SelectDestinations,
+    UpdateHost,
+    UpdateHosts,
+)
 from .errors import MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import SchedulerConfig
 
@@ -158,6 +167,9 @@ class Owner:
         self._arrivals = itertools.count()
         self._freed = 0  # freeing events applied so far (see _FREEING)
         self._woken_at = 0  # the value of _freed at the last pass over the waiters
+        # the freeing events since that pass, while some request waits: their
+        # number and the rows that gained room (None: any row may have)
+        self._events: list[tuple[int, list[int] | None]] = []
 
     @property
     def mailbox_depth(self) -> int:
@@ -339,6 +351,7 @@ class Owner:
                 if self._freed != self._woken_at and isinstance(env.command, SelectDestinations):
                     self._wake(applied)  # room freed earlier in the batch: waiters first
                 env.now = self._clock()
+                claimed_on = self._claim_row(env.command) if self._waiters else None
                 try:
                     env.result = core.handle(env.command, env.now)
                 except NoValidHost as exc:
@@ -351,6 +364,10 @@ class Owner:
                 else:
                     if isinstance(env.command, _FREEING) and _changed(env.result):
                         self._freed += 1
+                        if self._waiters:
+                            self._events.append(
+                                (self._freed, self._rows_freed(env.command, env.result, claimed_on))
+                            )
                 applied.append(env)
             if self._freed != self._woken_at and not stopping:
                 self._wake(applied)
@@ -406,6 +423,7 @@ class Owner:
         """Try each waiter that has not seen the latest freeing events, in order;
         a placed one joins ``applied``, after the events that made its room."""
         freed = self._woken_at = self._freed
+        events, self._events = self._events, []
         core = self.core
         for waiter in list(self._waiters):  # a copy: a placed waiter leaves the list
             if waiter.seen >= freed:
@@ -413,6 +431,9 @@ class Owner:
             env = waiter.envelope
             if env.future.done():
                 self._drop(waiter)
+                continue
+            if not self._may_fit(waiter, events):  # no row that gained room can take it
+                waiter.seen = freed
                 continue
             assert env.command is not None
             env.now = self._clock()
@@ -427,6 +448,57 @@ class Owner:
                 self.stats.failed += 1
             self._drop(waiter)
             applied.append(env)
+
+    def _claim_row(self, command: Command[Any] | None) -> int | None:
+        """The row of the claim a Release will free (read before it is applied)."""
+        if isinstance(command, Release):
+            claim = self.core.ledger.claims.get(command.instance_uuid)
+            return None if claim is None else claim.row
+        return None
+
+    def _rows_freed(
+        self, command: Command[Any], result: object, claimed_on: int | None
+    ) -> list[int] | None:
+        """The rows a freeing event may have given room on; None: any row (a
+        removal ends claims that hints and groups count, an aggregate change
+        rewrites ratios and zones, a command not known here)."""
+        if isinstance(command, Release):
+            return None if claimed_on is None else [claimed_on]
+        row_of = self.core.table.row_of
+        if isinstance(command, UpdateHost):
+            row = row_of.get(command.report.host)
+            return None if row is None else [row]
+        if isinstance(command, UpdateHosts) and isinstance(result, list):
+            rows = [
+                row_of.get(report.host)
+                for report, applied in zip(command.reports, result, strict=True)
+                if applied is True
+            ]
+            return None if None in rows else [row for row in rows if row is not None]
+        return None
+
+    def _may_fit(self, waiter: _Waiter, events: list[tuple[int, list[int] | None]]) -> bool:
+        """False only when no row that gained room since ``waiter`` was last tried has
+        the headroom for one of its instances (the resource filters' rule, which
+        every placement, forced ones too, keeps): then nothing it could pass changed."""
+        rows: list[int] = []
+        for number, freed in events:
+            if number > waiter.seen:
+                if freed is None:
+                    return True
+                rows.extend(freed)
+        if not rows or not self.core.ranker.fused_resources:
+            return True  # nothing known to narrow it by: the full placement decides
+        command = waiter.envelope.command
+        assert isinstance(command, SelectDestinations)
+        spec = command.spec
+        headroom = self.core.table.headroom[:, rows]
+        fits = (
+            (headroom[0] >= spec.memory_mb)
+            & (headroom[1] >= spec.vcpus)
+            & (headroom[2] >= spec.disk_gb)
+        )
+        return bool(fits.any())
 
     def _drop(self, waiter: _Waiter) -> None:
         """Take ``waiter`` out of the line (placed, expired, given up); idempotent."""

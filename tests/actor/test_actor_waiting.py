@@ -292,3 +292,53 @@ def test_wait_and_priority_are_bounded() -> None:
         make_spec(wait=3600.5)
     with pytest.raises(ValidationError):
         make_spec(wait=-1.0)
+
+
+async def test_only_waiters_that_a_freed_row_has_headroom_for_are_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with Scheduler(CONFIG) as s:
+        await full_scheduler(s)
+        tries: list[str] = []
+        placing = s.core.select_destinations
+
+        def counted(spec: RequestSpec, now: float) -> list[Selection]:
+            tries.append(spec.instance_uuids[0])
+            return placing(spec, now)
+
+        monkeypatch.setattr(s.core, "select_destinations", counted)
+        waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
+        small = asyncio.create_task(
+            s.select_destinations(make_spec("small", memory_mb=256, disk_gb=200), wait=TIMEOUT)
+        )
+        await until_waiting(s, 2)
+        assert tries == ["vm", "small"]
+        # h2 has 512 MB: no room for "vm", nor disk for "small": neither is tried
+        await s.update_host(make_report("h2", memory_mb=512, local_gb=100))
+        assert tries == ["vm", "small"]
+        assert s.pending_requests == 2
+        # a report of h2 with the disk "small" needs: only "small" is tried, and placed
+        await s.update_host(make_report("h2", 2, memory_mb=512, local_gb=500))
+        async with asyncio.timeout(TIMEOUT):
+            assert [sel.host for sel in await small] == ["h2"]
+        assert tries == ["vm", "small", "small"]
+        # a removal may free what hints count, on any row: every waiter is tried
+        assert await s.remove_host("h2")
+        assert tries == ["vm", "small", "small", "vm"]
+        await s.release("first")
+        async with asyncio.timeout(TIMEOUT):
+            assert [sel.host for sel in await waiter] == ["h1"]
+
+
+async def test_a_row_with_room_for_one_instance_wakes_a_request_for_several() -> None:
+    async with Scheduler(CONFIG) as s:
+        await s.update_host(make_report("h1", memory_mb=1024))
+        await s.update_host(make_report("h2", memory_mb=1024))
+        first = await s.select_destinations(big("first"))
+        free = {"h1": "h2", "h2": "h1"}[first[0].host]
+        waiter = asyncio.create_task(s.select_destinations(big("a", "b"), wait=TIMEOUT))
+        await until_waiting(s, 1)  # one host free, two asked
+        await s.release("first")
+        async with asyncio.timeout(TIMEOUT):
+            hosts = sorted(sel.host for sel in await waiter)
+        assert hosts == sorted([free, first[0].host])
