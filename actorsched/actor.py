@@ -25,21 +25,44 @@ Rules this module keeps:
   :class:`SchedulerStopped`: no caller is left hanging.
 * Per wake-up the owner drains up to ``max_batch`` envelopes. A batch sink
   (the journal) sees each batch's records before its callers are answered.
+* A placement that fits nowhere and asks to wait (``RequestSpec.wait``)
+  waits here, in the owner, at most ``max_waiting_requests`` of them. Every
+  command that changed state (other than a placement) is a freeing event and
+  bumps a sequence number; each waiter remembers the number it was last
+  tried at. Before a batch is handed to the journal, every waiter with an
+  older number is tried again (first a check of the headroom of the rows
+  those events freed, then the full placement), by (-priority, arrival), and also before a
+  later placement of the same batch (which must not take the room first): so
+  an event later in the same batch as the wait, or in any batch after it, is
+  never missed, and a waiter is never tried twice against the same state. A
+  placed waiter joins the batch (after the events that freed its room) and
+  is journaled and answered with it. A timer fails a waiter at its ``wait`` with its last
+  NoValidHost; stopping fails the waiters with SchedulerStopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .core import Command, SchedulerCore
-from .errors import MailboxFull, SchedulerError, SchedulerStopped
+from .core import (
+    COMMANDS,
+    Command,
+    Release,
+    SchedulerCore,
+    SelectDestinations,
+    UpdateHost,
+    UpdateHosts,
+)
+from .errors import MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
 from .models import SchedulerConfig
 
 __all__ = ["BatchSink", "Envelope", "Owner"]
@@ -49,6 +72,14 @@ R = TypeVar("R")
 log = logging.getLogger("actorsched.actor")
 
 _DEFAULT_MAX_WAITING: int = SchedulerConfig.model_fields["max_waiting"].default
+_DEFAULT_MAX_WAITING_REQUESTS: int = SchedulerConfig.model_fields["max_waiting_requests"].default
+# The freeing events that wake waiting placements: every command that changes
+# state (it makes a journal record), but a placement, which only takes room.
+# A new state-changing command (a move's confirm) is one by being listed in
+# core.COMMANDS with a record kind; nothing to add here.
+_FREEING: tuple[type[Command[Any]], ...] = tuple(
+    c.command for c in COMMANDS if c.record is not None and c.command is not SelectDestinations
+)
 
 
 @dataclass(slots=True)
@@ -76,6 +107,17 @@ class BatchSink(Protocol):
         ...
 
 
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    """A placement waiting in the owner for room."""
+
+    order: tuple[int, int]  # (-priority, arrival): the order waiters are tried in
+    envelope: Envelope
+    error: NoValidHost  # its last explanation, raised at its deadline
+    seen: int  # the freeing-event number it was last tried at
+    timer: asyncio.TimerHandle | None = None
+
+
 @dataclass(slots=True)
 class _Stats:
     handled: int = 0
@@ -97,6 +139,7 @@ class Owner:
         sink: BatchSink | None = None,
         max_waiting: int = _DEFAULT_MAX_WAITING,
         observer: Observer | None = None,
+        max_waiting_requests: int = _DEFAULT_MAX_WAITING_REQUESTS,
     ) -> None:
         if max_waiting < 0:
             raise ValueError(f"max_waiting must be 0 or more, got {max_waiting}")
@@ -118,6 +161,15 @@ class Owner:
         self._pending_commits: set[asyncio.Task[None]] = set()
         self.stats = _Stats()
         self.observer = observer
+        # placements waiting for room, in the order they are tried (-priority, arrival)
+        self._waiters: list[_Waiter] = []
+        self._max_waiting_requests = max_waiting_requests
+        self._arrivals = itertools.count()
+        self._freed = 0  # freeing events applied so far (see _FREEING)
+        self._woken_at = 0  # the value of _freed at the last pass over the waiters
+        # the freeing events since that pass, while some request waits: their
+        # number and the rows that gained room (None: any row may have)
+        self._events: list[tuple[int, list[int] | None]] = []
 
     @property
     def mailbox_depth(self) -> int:
@@ -133,6 +185,11 @@ class Owner:
     def blocked_senders(self) -> int:
         """Awaiting senders past max_waiting, waiting unsent for a place in the line."""
         return len(self._blocked)
+
+    @property
+    def pending_requests(self) -> int:
+        """Placements waiting for room (RequestSpec.wait), at most max_waiting_requests."""
+        return len(self._waiters)
 
     @property
     def running(self) -> bool:
@@ -291,13 +348,29 @@ class Owner:
                         _fail(rest.future, _stopped())
                     applied.append(env)
                     break
+                if self._freed != self._woken_at and isinstance(env.command, SelectDestinations):
+                    self._wake(applied)  # room freed earlier in the batch: waiters first
                 env.now = self._clock()
+                claimed_on = self._claim_row(env.command) if self._waiters else None
                 try:
                     env.result = core.handle(env.command, env.now)
+                except NoValidHost as exc:
+                    if self._wait(env, exc):
+                        continue  # not answered (nor journaled) until placed
+                    self.stats.failed += 1
                 except Exception as exc:  # a bad message fails its caller only
                     env.error = exc
                     self.stats.failed += 1
+                else:
+                    if isinstance(env.command, _FREEING) and _changed(env.result):
+                        self._freed += 1
+                        if self._waiters:
+                            self._events.append(
+                                (self._freed, self._rows_freed(env.command, env.result, claimed_on))
+                            )
                 applied.append(env)
+            if self._freed != self._woken_at and not stopping:
+                self._wake(applied)
             self.stats.handled += len(applied)
             self.stats.batches += 1
             if self._sink is None:
@@ -316,6 +389,135 @@ class Owner:
             await asyncio.gather(*self._pending_commits, return_exceptions=True)
         self._closed = True
         self._fail_queued()
+
+    # -- waiting placements ---------------------------------------------------
+
+    def _wait(self, env: Envelope, exc: NoValidHost) -> bool:
+        """Keep a placement that fits nowhere waiting, if it asks to; else fail it."""
+        command = env.command
+        assert isinstance(command, SelectDestinations)  # only a placement raises NoValidHost
+        wait = command.spec.wait
+        if not wait:
+            env.error = exc
+            return False
+        if len(self._waiters) >= self._max_waiting_requests:
+            env.error = NoValidHost(
+                f"{exc}; and the waiting line is full: {len(self._waiters):,} requests "
+                f"wait for room (SchedulerConfig.max_waiting_requests "
+                f"{self._max_waiting_requests:,}), so this one could not wait",
+                instance_uuid=exc.instance_uuid,
+                total_hosts=exc.total_hosts,
+                filter_counts=exc.filter_counts,
+            )
+            return False
+        if env.future.done():  # its caller gave up already
+            env.error = exc
+            return False
+        waiter = _Waiter((-command.spec.priority, next(self._arrivals)), env, exc, self._freed)
+        bisect.insort(self._waiters, waiter, key=_order)
+        waiter.timer = asyncio.get_running_loop().call_later(wait, self._expire, waiter)
+        env.future.add_done_callback(lambda _: self._drop(waiter))
+        return True
+
+    def _wake(self, applied: list[Envelope]) -> None:
+        """Try each waiter that has not seen the latest freeing events, in order;
+        a placed one joins ``applied``, after the events that made its room."""
+        freed = self._woken_at = self._freed
+        events, self._events = self._events, []
+        core = self.core
+        for waiter in list(self._waiters):  # a copy: a placed waiter leaves the list
+            if waiter.seen >= freed:
+                continue
+            env = waiter.envelope
+            if env.future.done():
+                self._drop(waiter)
+                continue
+            if not self._may_fit(waiter, events):  # no row that gained room can take it
+                waiter.seen = freed
+                continue
+            assert env.command is not None
+            env.now = self._clock()
+            try:
+                env.result = core.handle(env.command, env.now)
+            except NoValidHost as exc:
+                waiter.error = exc
+                waiter.seen = freed
+                continue
+            except Exception as exc:  # e.g. max_claims reached: it fails now
+                env.error = exc
+                self.stats.failed += 1
+            self._drop(waiter)
+            applied.append(env)
+
+    def _claim_row(self, command: Command[Any] | None) -> int | None:
+        """The row of the claim a Release will free (read before it is applied)."""
+        if isinstance(command, Release):
+            claim = self.core.ledger.claims.get(command.instance_uuid)
+            return None if claim is None else claim.row
+        return None
+
+    def _rows_freed(
+        self, command: Command[Any], result: object, claimed_on: int | None
+    ) -> list[int] | None:
+        """The rows a freeing event may have given room on; None: any row (a
+        removal ends claims that hints and groups count, an aggregate change
+        rewrites ratios and zones, a command not known here)."""
+        if isinstance(command, Release):
+            return None if claimed_on is None else [claimed_on]
+        row_of = self.core.table.row_of
+        if isinstance(command, UpdateHost):
+            row = row_of.get(command.report.host)
+            return None if row is None else [row]
+        if isinstance(command, UpdateHosts) and isinstance(result, list):
+            rows = [
+                row_of.get(report.host)
+                for report, applied in zip(command.reports, result, strict=True)
+                if applied is True
+            ]
+            return None if None in rows else [row for row in rows if row is not None]
+        return None
+
+    def _may_fit(self, waiter: _Waiter, events: list[tuple[int, list[int] | None]]) -> bool:
+        """False only when no row that gained room since ``waiter`` was last tried has
+        the headroom for one of its instances (the resource filters' rule, which
+        every placement, forced ones too, keeps): then nothing it could pass changed."""
+        rows: list[int] = []
+        for number, freed in events:
+            if number > waiter.seen:
+                if freed is None:
+                    return True
+                rows.extend(freed)
+        if not rows or not self.core.ranker.fused_resources:
+            return True  # nothing known to narrow it by: the full placement decides
+        command = waiter.envelope.command
+        assert isinstance(command, SelectDestinations)
+        spec = command.spec
+        headroom = self.core.table.headroom[:, rows]
+        fits = (
+            (headroom[0] >= spec.memory_mb)
+            & (headroom[1] >= spec.vcpus)
+            & (headroom[2] >= spec.disk_gb)
+        )
+        return bool(fits.any())
+
+    def _drop(self, waiter: _Waiter) -> None:
+        """Take ``waiter`` out of the line (placed, expired, given up); idempotent."""
+        waiters = self._waiters
+        index = bisect.bisect_left(waiters, waiter.order, key=_order)
+        if index < len(waiters) and waiters[index] is waiter:
+            del waiters[index]
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+
+    def _expire(self, waiter: _Waiter) -> None:
+        """The timer of a waiter still waiting at its deadline: NoValidHost, as it was."""
+        if waiter in self._waiters:
+            self._drop(waiter)
+            self.stats.failed += 1
+            env = waiter.envelope
+            env.error = waiter.error
+            _answer([env])
+            self._observe([env], None)
 
     def _hand_off(self, batch: list[Envelope]) -> Awaitable[None] | BaseException:
         assert self._sink is not None
@@ -355,6 +557,11 @@ class Owner:
             self.observer = None
 
     def _fail_queued(self) -> None:
+        while self._waiters:  # a waiter is not durable until placed: a restart forgets it
+            waiter = self._waiters.pop()
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            _fail(waiter.envelope.future, _stopped())
         while not self._queue.empty():
             env = self._queue.get_nowait()
             _fail(env.future, _stopped())
@@ -369,6 +576,19 @@ class Owner:
         self._fail_queued()
         if not task.cancelled() and task.exception() is not None:
             log.error("scheduler owner task died", exc_info=task.exception())
+
+
+def _order(waiter: _Waiter) -> tuple[int, int]:
+    return waiter.order
+
+
+def _changed(result: object) -> bool:
+    """Whether a state-changing command's answer says it changed something."""
+    if result is False:
+        return False
+    if isinstance(result, list):  # UpdateHosts: one applied flag per report
+        return any(flag is True for flag in result)
+    return True
 
 
 def _stopped() -> SchedulerStopped:

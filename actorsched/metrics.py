@@ -136,6 +136,8 @@ class SchedulerMetrics:
              lambda s: s.mailbox_depth),
             ("actorsched_waiting_for_room", "Messages waiting in line for room in the mailbox",
              lambda s: s.waiting_for_room),
+            ("actorsched_pending_requests", "Placement requests waiting for room (wait)",
+             lambda s: s.pending_requests),
             ("actorsched_hosts", "Hosts the scheduler knows", lambda s: s.host_count),
             ("actorsched_hosts_silent", "Hosts silent for longer than service_down_time (down)",
              lambda s: s.silent_host_count),

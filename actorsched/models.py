@@ -32,6 +32,8 @@ __all__ = [
 # 2**40 MB is an exabyte of RAM: far past any host, far below int64 overflow.
 _MAX_SIZE = 2**40
 _MAX_LIST = 10_000
+# the longest a request may wait for room (RequestSpec.wait), in seconds
+MAX_WAIT = 3_600.0
 
 
 def _printable(value: str) -> str:
@@ -217,6 +219,12 @@ class RequestSpec(_Message):
     force_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     force_nodes: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     requested_destination: Destination | None = None
+    # issue 16: how urgent (higher first, among waiting requests) and how long
+    # a request that fits nowhere may wait, inside the owner, for room (None or
+    # 0: it raises NoValidHost at once). Neither changes what is asked: they are
+    # not in the fingerprint, and a repeat with another value is the same request.
+    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
+    wait: float | None = Field(None, ge=0, le=MAX_WAIT)
 
 
 class Selection(_Message):
@@ -401,4 +409,7 @@ class SchedulerConfig(BaseModel):
     # it, submit() raises MailboxFull and awaiting callers wait unsent
     max_waiting: int = Field(1024, ge=0)
     max_batch: int = Field(256, ge=1)
+    # requests waiting for room (RequestSpec.wait); past it, one that fits
+    # nowhere raises NoValidHost at once, saying the waiting line is full
+    max_waiting_requests: int = Field(1_000, ge=0)
     seed: int | None = None

@@ -375,6 +375,7 @@ class Scheduler:
             self._core,
             mailbox_size=self.config.mailbox_size,
             max_waiting=self.config.max_waiting,
+            max_waiting_requests=self.config.max_waiting_requests,
             max_batch=self.config.max_batch,
             clock=self._clock,
             sink=journal if journal is not None else self._sink,
@@ -515,9 +516,20 @@ class Scheduler:
             _expect(report, HostReport, "update_hosts")
         return await self._ask(UpdateHosts(tuple(reports)))
 
-    async def select_destinations(self, spec: RequestSpec) -> list[Selection]:
-        """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
+    async def select_destinations(
+        self, spec: RequestSpec, *, wait: float | None = None
+    ) -> list[Selection]:
+        """Claim a host per instance uuid, in the spec's order; raises NoValidHost.
+
+        With ``wait`` (seconds, at most 3,600; or ``spec.wait``), a request
+        that fits nowhere waits in the owner and is placed as soon as a
+        release, a removal or a report makes room for it (higher
+        ``spec.priority`` first, then in arrival order); NoValidHost after
+        ``wait`` seconds, or at once when ``max_waiting_requests`` wait already.
+        """
         _expect(spec, RequestSpec, "select_destinations")
+        if wait is not None:
+            spec = RequestSpec.model_validate({**spec.__dict__, "wait": wait})
         return await self._ask(SelectDestinations(spec))
 
     async def release(self, instance_uuid: str) -> bool:
@@ -641,6 +653,11 @@ class Scheduler:
         At most ``config.max_waiting`` (one more while the stop message waits).
         """
         return self._owner.waiting_for_room if self._owner is not None else 0
+
+    @property
+    def pending_requests(self) -> int:
+        """Placements waiting for room (``wait``), at most ``config.max_waiting_requests``."""
+        return self._owner.pending_requests if self._owner is not None else 0
 
     @property
     def blocked_senders(self) -> int:

@@ -263,6 +263,12 @@ FLAGS: tuple[Flag, ...] = (
         "max_waiting",
         "messages that may wait for room while the mailbox is full",
     ),
+    Flag(
+        "--max-waiting-requests",
+        "scheduler",
+        "max_waiting_requests",
+        "placement requests that may wait for room (RequestSpec.wait)",
+    ),
     Flag("--ram-allocation-ratio", "scheduler", "ram_allocation_ratio", "RAM overcommit"),
     Flag("--cpu-allocation-ratio", "scheduler", "cpu_allocation_ratio", "vCPU overcommit"),
     Flag("--disk-allocation-ratio", "scheduler", "disk_allocation_ratio", "disk overcommit"),

@@ -256,13 +256,23 @@ class SchedulerClient:
         self,
         spec: RequestSpec,
         *,
+        wait: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a per-call limit is the API)
     ) -> list[Selection]:
-        """Claim a host per instance uuid, in the spec's order; raises NoValidHost."""
+        """Claim a host per instance uuid, in the spec's order; raises NoValidHost.
+
+        ``wait`` (or ``spec.wait``): seconds the request may wait in the
+        service for room, as :meth:`Scheduler.select_destinations`; without
+        its own ``timeout`` the call then waits ``wait`` more than the client's.
+        """
+        if wait is not None:
+            spec = RequestSpec.model_validate({**spec.__dict__, "wait": wait})
+        if timeout is None and spec.wait:
+            timeout = self.timeout + spec.wait
         # fields at their defaults are left out: a service of an older version,
         # which does not know the newer fields, still takes the request
         body = spec.model_dump_json(exclude_defaults=True).encode()
-        result = await self._call("select_destinations", body, timeout)
+        result = await self._call("select_destinations", body, timeout, alone=bool(spec.wait))
         return cast(list[Selection], result)
 
     async def update_host(self, report: HostReport, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
@@ -401,7 +411,16 @@ class SchedulerClient:
 
     # -- plumbing ------------------------------------------------------------
 
-    async def _call(self, op_name: str, body: bytes, timeout: float | None) -> Any:  # noqa: ASYNC109
+    async def _call(
+        self,
+        op_name: str,
+        body: bytes,
+        timeout: float | None,  # noqa: ASYNC109
+        *,
+        alone: bool = False,
+    ) -> Any:
+        """Send one call and await its answer; ``alone``: in a message of its own, outside
+        the window (a waiting placement, whose answer may take long, holds no batch)."""
         if self._channel is None:
             raise SchedulerStopped(
                 "the SchedulerClient is not connected: use `async with SchedulerClient(...)`"
@@ -410,7 +429,7 @@ class SchedulerClient:
         call = _Call(OPERATIONS[op_name], body)
         try:
             async with asyncio.timeout(limit):
-                if self._sender is not None:
+                if self._sender is not None and not alone:
                     self._queued.append(call)
                     self._wakeup.set()
                 else:

@@ -92,6 +92,9 @@ NON_RESOURCE_FIELDS = (
     "extra_specs",
     "project_id",
 )
+# The fields that say how to ask, not what: neither in the fingerprint nor a
+# reason to leave the resources-only path (a test holds the three together).
+NOT_ASKED_FIELDS = ("priority", "wait")
 
 
 def asks_resources_only(spec: RequestSpec) -> bool:

@@ -196,6 +196,12 @@ class Ranker:
             type(f) in _HINT_FILTERS or type(f) in _GUARD_FILTERS for f in self._request_filters
         ) and all(isinstance(w, SoftGroupWeigher) for w in self._other_weighers)
 
+    @property
+    def fused_resources(self) -> bool:
+        """All three resource filters are on: a host without the headroom for one
+        instance of a request is never picked for it (waiting requests read it)."""
+        return self._fused_resources
+
     def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
         """``ignore_hosts``: False for each host named there, ignoring case (as Nova)."""
         if not ctx.spec.ignore_hosts:

@@ -20,7 +20,12 @@ from pydantic import ValidationError
 from actorsched import Destination, InvalidRequest, NoValidHost, RequestSpec, ServerGroup
 from actorsched.core import SchedulerCore
 from actorsched.core.filters import PlacementContext
-from actorsched.core.ledger import NON_RESOURCE_FIELDS, asks_resources_only, request_fingerprint
+from actorsched.core.ledger import (
+    NON_RESOURCE_FIELDS,
+    NOT_ASKED_FIELDS,
+    asks_resources_only,
+    request_fingerprint,
+)
 
 MULTIHOST = ("fake_multihost", "Fake_multihost", "FAKE_multihost", "fake_MULTIHOST")
 
@@ -259,7 +264,13 @@ def test_every_request_field_but_the_resources_leaves_the_resources_only_path() 
     # a new RequestSpec field must be listed (or this test says which one is not),
     # or a request using it would take the shortcut that ignores it
     resources = {"instance_uuids", "memory_mb", "vcpus", "disk_gb"}
-    assert set(NON_RESOURCE_FIELDS) == set(RequestSpec.model_fields) - resources
+    assert set(NON_RESOURCE_FIELDS) == set(RequestSpec.model_fields) - resources - set(
+        NOT_ASKED_FIELDS
+    )
+    how: list[dict[str, Any]] = [{"priority": 5}, {"wait": 1.0}]  # how to ask, not what
+    for fields in how:
+        assert asks_resources_only(make_spec(**fields)), fields
+        assert request_fingerprint(make_spec(**fields)) == request_fingerprint(make_spec())
     asked: dict[str, Any] = {
         "availability_zone": "az",
         "group": ServerGroup(id="g", policy="affinity"),

@@ -192,6 +192,9 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         "force_hosts": [],
         "force_nodes": [],
         "requested_destination": None,
+        # issue 16: how to ask (not in the fingerprint; replay never waits)
+        "priority": 0,
+        "wait": None,
     }
     group_defaults = {
         name: field.get_default(call_default_factory=True)
