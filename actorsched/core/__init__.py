@@ -9,16 +9,19 @@ from .commands import (
     AddHostToAggregate,
     Command,
     CommandInfo,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
     GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
+    Move,
     PlanPlacement,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    RevertMove,
     SelectDestinations,
     UpdateAggregate,
     UpdateHost,
@@ -26,7 +29,7 @@ from .commands import (
 )
 from .engine import SchedulerCore
 from .filters import HostFilter, PerHostFilter, PlacementContext
-from .ledger import Claim, ClaimLedger
+from .ledger import Claim, ClaimLedger, Migration
 from .table import HostTable
 from .weighers import HostWeigher
 
@@ -38,6 +41,7 @@ __all__ = [
     "ClaimLedger",
     "Command",
     "CommandInfo",
+    "ConfirmMove",
     "CreateAggregate",
     "DeleteAggregate",
     "GetAggregates",
@@ -47,12 +51,15 @@ __all__ = [
     "HostTable",
     "HostWeigher",
     "Locate",
+    "Migration",
+    "Move",
     "PerHostFilter",
     "PlacementContext",
     "PlanPlacement",
     "Release",
     "RemoveHost",
     "RemoveHostFromAggregate",
+    "RevertMove",
     "SchedulerCore",
     "SelectDestinations",
     "UpdateAggregate",

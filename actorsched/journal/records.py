@@ -32,11 +32,14 @@ from ..actor import Envelope
 from ..core import (
     COMMANDS,
     AddHostToAggregate,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
+    Move,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    RevertMove,
     SchedulerCore,
     SelectDestinations,
     UpdateAggregate,
@@ -68,6 +71,9 @@ AGGREGATE_UPDATE = "aggregate_update"
 AGGREGATE_DELETE = "aggregate_delete"
 AGGREGATE_ADD_HOST = "aggregate_add_host"
 AGGREGATE_REMOVE_HOST = "aggregate_remove_host"
+MOVE = "move"
+MOVE_CONFIRM = "move_confirm"
+MOVE_REVERT = "move_revert"
 KINDS = (
     REPORT,
     CLAIM,
@@ -78,8 +84,11 @@ KINDS = (
     AGGREGATE_DELETE,
     AGGREGATE_ADD_HOST,
     AGGREGATE_REMOVE_HOST,
+    MOVE,
+    MOVE_CONFIRM,
+    MOVE_REVERT,
 )
-_AGGREGATE_KINDS = frozenset(KINDS[4:])
+_AGGREGATE_KINDS = frozenset(KINDS[4:9])
 
 # which commands change state, and so make records, is core.COMMANDS' to say
 _READ_ONLY = tuple(c.command for c in COMMANDS if c.record is None)
@@ -103,6 +112,19 @@ class _ClaimBody(BaseModel):
 
     spec: RequestSpec
     selections: list[Selection]
+
+
+class _MoveBody(BaseModel):
+    """A move as asked, and the destination it claimed (replay claims it again)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    instance_uuid: str
+    migration_uuid: str
+    spec: RequestSpec | None = None
+    allow_same_host: bool = False
+    evacuate: bool = False
+    selection: Selection
 
 
 def count_changes(batch: Iterable[Envelope]) -> int:
@@ -166,6 +188,19 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
         elif isinstance(command, DeleteAggregate) and env.result is True:
             body = AggregateNameRequest(name=command.name).model_dump_json()
             out.append(Record(AGGREGATE_DELETE, now, body))
+        elif isinstance(command, Move):
+            body = _MoveBody(
+                instance_uuid=command.instance_uuid,
+                migration_uuid=command.migration_uuid,
+                spec=command.spec,
+                allow_same_host=command.allow_same_host,
+                evacuate=command.evacuate,
+                selection=cast(Selection, env.result),
+            ).model_dump_json(exclude_defaults=True)
+            out.append(Record(MOVE, now, body))
+        elif isinstance(command, ConfirmMove | RevertMove) and env.result is True:
+            kind = MOVE_CONFIRM if isinstance(command, ConfirmMove) else MOVE_REVERT
+            out.append(Record(kind, now, json.dumps(command.migration_uuid)))
         elif isinstance(command, AddHostToAggregate | RemoveHostFromAggregate):
             kind = (
                 AGGREGATE_ADD_HOST
@@ -192,6 +227,12 @@ def apply(core: SchedulerCore, record: Record) -> None:
             core.remove_host(_string(body), now)
         elif kind in _AGGREGATE_KINDS:
             _apply_aggregate(core, kind, body)
+        elif kind == MOVE:
+            _apply_move(core, _MoveBody.model_validate_json(body), now)
+        elif kind == MOVE_CONFIRM:
+            core.confirm_move(_string(body), now)
+        elif kind == MOVE_REVERT:
+            core.revert_move(_string(body), now)
         else:
             raise ValueError(f"unknown record kind {kind!r}; known kinds are {list(KINDS)}")
     except ValidationError as exc:
@@ -218,6 +259,23 @@ def _apply_aggregate(core: SchedulerCore, kind: str, body: str) -> None:
                 core.remove_host_from_aggregate(member.name, member.host)
     except InvalidRequest as exc:
         log.debug("replayed %s record changed nothing: %s", kind, exc)
+
+
+def _apply_move(core: SchedulerCore, move: _MoveBody, now: float) -> None:
+    """Replay a move: claim the destination it claimed (choosing nothing). A move
+    the state already holds (the same record applied twice) changes nothing."""
+    try:
+        core.move(
+            move.instance_uuid,
+            move.migration_uuid,
+            move.spec,
+            now,
+            allow_same_host=move.allow_same_host,
+            evacuate=move.evacuate,
+            placed=move.selection,
+        )
+    except InvalidRequest as exc:
+        log.debug("replayed move record changed nothing: %s", exc)
 
 
 def _string(body: str) -> str:
