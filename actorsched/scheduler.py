@@ -34,6 +34,7 @@ from .core import (
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
     RevertMove,
     SchedulerCore,
     SelectDestinations,
@@ -97,6 +98,7 @@ _PAYLOADS: dict[type, tuple[str, type]] = {
     Locate: ("instance_uuid", str),
     ConfirmMove: ("migration_uuid", str),
     RevertMove: ("migration_uuid", str),
+    Reschedule: ("instance_uuid", str),
 }
 
 
@@ -574,6 +576,16 @@ class Scheduler:
         False when no such move is open."""
         _expect(migration_uuid, str, "revert_move")
         return await self._ask(RevertMove(migration_uuid))
+
+    async def reschedule(self, instance_uuid: str, failed_host: str) -> Selection:
+        """The build on ``failed_host`` failed: free that claim and claim the first of
+        the instance's alternates that still passes every filter for its request;
+        the answer's alternates are those left. Raises MaxRetriesExceeded (a
+        NoValidHost; the instance then holds no claim) when none does,
+        InvalidRequest (nothing changed) when its claim is not on ``failed_host``."""
+        _expect(instance_uuid, str, "reschedule")
+        _expect(failed_host, str, "reschedule")
+        return await self._ask(Reschedule(instance_uuid, failed_host))
 
     async def remove_host(self, host: str) -> bool:
         """Forget a host and its claims; False when unknown."""

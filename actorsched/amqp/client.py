@@ -73,6 +73,7 @@ from .protocol import (
     ReleaseResult,
     RemoveHostRequest,
     RemoveHostResult,
+    RescheduleRequest,
     RevertMoveResult,
     WhereRequest,
     decode_batch_reply,
@@ -311,6 +312,18 @@ class SchedulerClient:
         """Free a move's destination and give the instance its source back."""
         body = _json(MigrationRequest(migration_uuid=migration_uuid))
         return cast(RevertMoveResult, await self._call("revert_move", body, timeout)).reverted
+
+    async def reschedule(
+        self,
+        instance_uuid: str,
+        failed_host: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Selection:
+        """Free the claim on ``failed_host`` and claim the next alternate that fits;
+        raises MaxRetriesExceeded when none does (as :meth:`actorsched.Scheduler.reschedule`)."""
+        body = _json(RescheduleRequest(instance_uuid=instance_uuid, failed_host=failed_host))
+        return cast(Selection, await self._call("reschedule", body, timeout))
 
     async def remove_host(self, host: str, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Forget a host and its claims; False when unknown."""

@@ -87,6 +87,7 @@ __all__ = [
     "ReleaseResult",
     "RemoveHostRequest",
     "RemoveHostResult",
+    "RescheduleRequest",
     "RevertMoveResult",
     "WhereRequest",
     "WireError",
@@ -187,6 +188,13 @@ class MigrationRequest(_Body):
     migration_uuid: Name
 
 
+class RescheduleRequest(_Body):
+    """Body of ``reschedule``: the instance whose build failed, and where."""
+
+    instance_uuid: Name
+    failed_host: Name
+
+
 class RemoveHostRequest(_Body):
     """Body of ``remove_host``: forget a host and its claims."""
 
@@ -260,7 +268,7 @@ class BatchItem(_Body):
         description="an operation other than batch: select_destinations, host_report, "
         "release, remove_host, host_states, plan, claims, where, create_aggregate, "
         "update_aggregate, delete_aggregate, add_host_to_aggregate, "
-        "remove_host_from_aggregate, aggregates, move, confirm_move, revert_move",
+        "remove_host_from_aggregate, aggregates, move, confirm_move, revert_move, reschedule",
     )
     body: Any = Field(description="the JSON body that operation takes on its own")
 
@@ -402,6 +410,10 @@ class RevertMoveReply(RootModel[OkReply[RevertMoveResult] | ErrorReply]):
     """Reply to ``revert_move``."""
 
 
+class RescheduleReply(RootModel[OkReply[Selection] | ErrorReply]):
+    """Reply to ``reschedule``: the alternate claimed, with the alternates left."""
+
+
 class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
     """The reply to one item of a ``batch``: what that operation alone would reply."""
 
@@ -450,6 +462,7 @@ OPERATIONS: dict[str, Operation] = {
         Operation("move", MoveRequest, MoveReply, Selection),
         Operation("confirm_move", MigrationRequest, ConfirmMoveReply, ConfirmMoveResult),
         Operation("revert_move", MigrationRequest, RevertMoveReply, RevertMoveResult),
+        Operation("reschedule", RescheduleRequest, RescheduleReply, Selection),
         Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }

@@ -85,6 +85,7 @@ from ..core import (
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
     RevertMove,
     SelectDestinations,
     UpdateAggregate,
@@ -234,6 +235,10 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] =
     "confirm_move": (
         lambda request: ConfirmMove(request.migration_uuid),
         lambda confirmed: ConfirmMoveResult(confirmed=bool(confirmed)),
+    ),
+    "reschedule": (
+        lambda request: Reschedule(request.instance_uuid, request.failed_host),
+        _as_is,
     ),
     "revert_move": (
         lambda request: RevertMove(request.migration_uuid),

@@ -41,6 +41,7 @@ __all__ = [
     "Release",
     "RemoveHost",
     "RemoveHostFromAggregate",
+    "Reschedule",
     "RevertMove",
     "SelectDestinations",
     "UpdateAggregate",
@@ -205,6 +206,15 @@ class RevertMove(Command[bool]):
 
 
 @dataclass(frozen=True, slots=True)
+class Reschedule(Command[Selection]):
+    """Free the instance's claim on ``failed_host`` and claim its first alternate
+    that still passes the filters; MaxRetriesExceeded (no claim left) when none does."""
+
+    instance_uuid: str
+    failed_host: str
+
+
+@dataclass(frozen=True, slots=True)
 class CommandInfo:
     """The names one command goes by in the other layers."""
 
@@ -240,6 +250,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo(Move, "move", "move", "move"),
     CommandInfo(ConfirmMove, "confirm_move", "confirm_move", "move_confirm"),
     CommandInfo(RevertMove, "revert_move", "revert_move", "move_revert"),
+    CommandInfo(Reschedule, "reschedule", "reschedule", "reschedule"),
 )
 # the admin commands that change host aggregates (each journaled as its own record)
 AGGREGATE_COMMANDS: tuple[type[Command[Any]], ...] = (

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import json
 import logging
 import operator
 import random
@@ -41,8 +42,17 @@ from typing import TypeVar, cast
 import numpy as np
 
 from ..answers import ClaimInfo, ClaimsPage, Location, Plan, PlanCandidate, PlannedInstance
-from ..errors import InvalidRequest, NoValidHost
-from ..models import Aggregate, HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from ..errors import InvalidRequest, MaxRetriesExceeded, NoValidHost
+from ..models import (
+    Aggregate,
+    Destination,
+    HostReport,
+    HostState,
+    RequestSpec,
+    SchedulerConfig,
+    Selection,
+    ServerGroup,
+)
 from .aggregates import AZ_KEY, AggregateBook, AggregateChange
 from .commands import (
     AddHostToAggregate,
@@ -59,6 +69,7 @@ from .commands import (
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
     RevertMove,
     SelectDestinations,
     UpdateAggregate,
@@ -92,6 +103,10 @@ _EMPTY: frozenset[str] = frozenset()
 # Distinct request fingerprints kept for sharing between claims before the
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
+# Requests kept for a reschedule, by instance uuid: the latest placements'
+# (a build fails soon after its placement); an older claim reschedules by its
+# resources and group alone.
+_KEPT_REQUESTS = 10_000
 # a report's own allocation ratios (ram, cpu, disk); all None in most reports
 _REPORTED_RATIOS = operator.attrgetter(
     "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
@@ -175,6 +190,7 @@ class SchedulerCore:
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
         self._fingerprints: dict[object, str] = {}  # see _fingerprint
+        self._requests: dict[str, RequestSpec] = {}  # see _kept_request
         self.aggregates = AggregateBook(config)
         self.table.membership_names = self.aggregates.memberships
         # per resource: does an aggregate's ratio count (its Aggregate*Filter is on)
@@ -239,6 +255,8 @@ class SchedulerCore:
             result = self.confirm_move(command.migration_uuid, now)
         elif isinstance(command, RevertMove):
             result = self.revert_move(command.migration_uuid, now)
+        elif isinstance(command, Reschedule):
+            result = self.reschedule(command.instance_uuid, command.failed_host, now)
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
@@ -619,6 +637,7 @@ class SchedulerCore:
             for uuid in placed:
                 self._unclaim(uuid)
             raise
+        self._keep_requests(spec)
         return [claims[u].selection for u in spec.instance_uuids]
 
     def plan(self, spec: RequestSpec, now: float) -> Plan:
@@ -790,6 +809,7 @@ class SchedulerCore:
         """
         if from_spec:
             fingerprint = request_fingerprint(spec)
+            self._keep_requests(spec)
         for selection in selections:
             row = self.table.row_of.get(selection.host)
             if row is None or selection.instance_uuid in self.ledger.claims:
@@ -1116,6 +1136,135 @@ class SchedulerCore:
             claim.confirmed = False
             table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
         return True
+
+    # -- reschedule (a build failed on the chosen host) ----------------------
+
+    def reschedule(
+        self,
+        instance_uuid: str,
+        failed_host: str,
+        now: float,
+        *,
+        placed: Selection | None = None,
+        spent: bool = False,
+    ) -> Selection:
+        """Free ``instance_uuid``'s claim on ``failed_host`` and claim the first of
+        its alternates that still passes every filter for the request it came
+        from; the answer's alternates are the ones left after it.
+
+        Raises MaxRetriesExceeded (the claim freed: the instance holds none)
+        when no alternate passes, InvalidRequest (nothing changed) when its
+        claim is not on ``failed_host``. The request is the one kept for the
+        claim (see :meth:`_kept_request`). ``placed`` / ``spent`` (journal
+        replay) claim that alternate, or none, choosing nothing.
+        """
+        ledger = self.ledger
+        claim = ledger.claims.get(instance_uuid)
+        if claim is None or claim.host != failed_host:
+            where = "holds no claim" if claim is None else f"holds its claim on {claim.host}"
+            raise InvalidRequest(
+                f"instance {instance_uuid} {where}, not on {failed_host}: a reschedule "
+                "frees the claim on the host that failed"
+            )
+        if instance_uuid in ledger.migrations or instance_uuid in ledger.moving:
+            raise InvalidRequest(
+                f"{instance_uuid} is in an open move: confirm or revert it instead"
+            )
+        spec = self._kept_request(claim)
+        self.release(instance_uuid, now)
+        alternates = [h for h in claim.alternates if h != failed_host]
+        row_of = self.table.row_of
+        if self._check_fresh:
+            self._sweep(now)
+        for index, host in enumerate(alternates):
+            row = row_of.get(host)
+            if row is None or spent:
+                continue
+            if placed is not None:
+                if host != placed.host:
+                    continue
+            elif not self._passes(spec, row, host, now):
+                continue
+            left = tuple(alternates[index + 1 :])
+            moved = Claim(
+                instance_uuid,
+                row,
+                claim.memory_mb,
+                claim.vcpus,
+                claim.disk_gb,
+                claim.group_id,
+                now,
+                host,
+                left,
+                claim.fingerprint,
+            )
+            self._add_claim(moved)
+            self._requests[instance_uuid] = spec
+            return moved.selection
+        self._requests.pop(instance_uuid, None)
+        raise MaxRetriesExceeded(
+            f"instance {instance_uuid} failed on {failed_host} and none of its "
+            f"{len(alternates)} alternates ({', '.join(alternates) or 'none'}) still fits: "
+            "it holds no claim now; place it again with select_destinations",
+            instance_uuid=instance_uuid,
+            total_hosts=len(alternates),
+        )
+
+    def _passes(self, spec: RequestSpec, row: int, host: str, now: float) -> bool:
+        """Does ``host`` pass every filter for ``spec`` now (its request asked
+        with ``requested_destination`` that host: the filters still run)?"""
+        destination = spec.requested_destination
+        if destination is not None and destination.host not in (None, host):
+            return False
+        node = None if destination is None else destination.node
+        asked = spec.model_copy(update={"requested_destination": Destination(host=host, node=node)})
+        ctx = PlacementContext(
+            asked, self.config, now, self.ledger, self.locate, [], self._placing_aggregates
+        )
+        return self._top(ctx, 1, False) == [row]
+
+    def _kept_request(self, claim: Claim) -> RequestSpec:
+        """The request ``claim`` was made by, for its one instance: the one kept
+        with it (the last ``_KEPT_REQUESTS`` placements, and every one the
+        journal replays), else its resources and group alone (a claim restored
+        from a snapshot, or an old one)."""
+        uuid = claim.instance_uuid
+        kept = self._requests.get(uuid)
+        if kept is not None and request_fingerprint(kept) == claim.fingerprint:
+            if kept.instance_uuids == [uuid]:
+                return kept
+            return kept.model_copy(update={"instance_uuids": [uuid]})
+        group = None
+        if claim.group_id is not None and claim.fingerprint is not None:
+            policy = json.loads(claim.fingerprint).get("group", [None, None])[1]
+            if isinstance(policy, str):
+                group = ServerGroup.model_validate({"id": claim.group_id, "policy": policy})
+        return RequestSpec(
+            instance_uuids=[uuid],
+            memory_mb=claim.memory_mb,
+            vcpus=claim.vcpus,
+            disk_gb=claim.disk_gb,
+            group=group,
+        )
+
+    def _keep_requests(self, spec: RequestSpec) -> None:
+        """Keep ``spec`` for a reschedule of each of its instances (bounded)."""
+        kept = self._requests
+        for uuid in spec.instance_uuids:
+            kept.pop(uuid, None)
+            kept[uuid] = spec
+        while len(kept) > _KEPT_REQUESTS:
+            del kept[next(iter(kept))]
+
+    def _add_claim(self, claim: Claim) -> None:
+        """Add ``claim`` as :meth:`_claim` does (confirmed if its host lists it)."""
+        self.ledger.add(claim)
+        credits = self.ledger.released.get(claim.row)
+        uuid = claim.instance_uuid
+        if uuid in self.ledger.listed_on(claim.row) and not (credits and uuid in credits):
+            claim.confirmed = True
+        else:
+            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
 
     # -- filtering and weighing -------------------------------------------
 

@@ -39,6 +39,7 @@ from ..core import (
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
     RevertMove,
     SchedulerCore,
     SelectDestinations,
@@ -46,7 +47,7 @@ from ..core import (
     UpdateHost,
     UpdateHosts,
 )
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, MaxRetriesExceeded
 from ..models import (
     AggregateHostRequest,
     AggregateNameRequest,
@@ -74,6 +75,7 @@ AGGREGATE_REMOVE_HOST = "aggregate_remove_host"
 MOVE = "move"
 MOVE_CONFIRM = "move_confirm"
 MOVE_REVERT = "move_revert"
+RESCHEDULE = "reschedule"
 KINDS = (
     REPORT,
     CLAIM,
@@ -87,6 +89,7 @@ KINDS = (
     MOVE,
     MOVE_CONFIRM,
     MOVE_REVERT,
+    RESCHEDULE,
 )
 _AGGREGATE_KINDS = frozenset(KINDS[4:9])
 
@@ -127,11 +130,29 @@ class _MoveBody(BaseModel):
     selection: Selection
 
 
+class _RescheduleBody(BaseModel):
+    """A reschedule and the alternate it claimed (None: none was left)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    instance_uuid: str
+    failed_host: str
+    selection: Selection | None = None
+
+
+def _spent(env: Envelope) -> bool:
+    """A reschedule that found no alternate: an error that still freed a claim."""
+    return isinstance(env.command, Reschedule) and isinstance(env.error, MaxRetriesExceeded)
+
+
 def count_changes(batch: Iterable[Envelope]) -> int:
     """How many records ``batch`` makes (cheap: the owner calls it for every batch)."""
     count = 0
     for env in batch:
         command = env.command
+        if env.error is not None and _spent(env):
+            count += 1
+            continue
         if command is None or env.error is not None or isinstance(command, _READ_ONLY):
             continue
         if not isinstance(command, _WRITING):
@@ -151,9 +172,16 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
     out: list[Record] = []
     for env in batch:
         command = env.command
+        now = env.now
+        if env.error is not None and _spent(env):
+            assert isinstance(command, Reschedule)
+            body = _RescheduleBody(
+                instance_uuid=command.instance_uuid, failed_host=command.failed_host
+            ).model_dump_json(exclude_defaults=True)
+            out.append(Record(RESCHEDULE, now, body))
+            continue
         if command is None or env.error is not None:
             continue
-        now = env.now
         if isinstance(command, SelectDestinations):
             selections = ",".join(
                 cast(Selection, s).model_dump_json() for s in _as_list(env.result)
@@ -198,6 +226,13 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
                 selection=cast(Selection, env.result),
             ).model_dump_json(exclude_defaults=True)
             out.append(Record(MOVE, now, body))
+        elif isinstance(command, Reschedule):
+            body = _RescheduleBody(
+                instance_uuid=command.instance_uuid,
+                failed_host=command.failed_host,
+                selection=cast(Selection, env.result),
+            ).model_dump_json()
+            out.append(Record(RESCHEDULE, now, body))
         elif isinstance(command, ConfirmMove | RevertMove) and env.result is True:
             kind = MOVE_CONFIRM if isinstance(command, ConfirmMove) else MOVE_REVERT
             out.append(Record(kind, now, json.dumps(command.migration_uuid)))
@@ -233,6 +268,8 @@ def apply(core: SchedulerCore, record: Record) -> None:
             core.confirm_move(_string(body), now)
         elif kind == MOVE_REVERT:
             core.revert_move(_string(body), now)
+        elif kind == RESCHEDULE:
+            _apply_reschedule(core, _RescheduleBody.model_validate_json(body), now)
         else:
             raise ValueError(f"unknown record kind {kind!r}; known kinds are {list(KINDS)}")
     except ValidationError as exc:
@@ -276,6 +313,23 @@ def _apply_move(core: SchedulerCore, move: _MoveBody, now: float) -> None:
         )
     except InvalidRequest as exc:
         log.debug("replayed move record changed nothing: %s", exc)
+
+
+def _apply_reschedule(core: SchedulerCore, asked: _RescheduleBody, now: float) -> None:
+    """Replay a reschedule: claim the alternate it claimed, or none. One the state
+    already holds (the same record applied twice) changes nothing."""
+    try:
+        core.reschedule(
+            asked.instance_uuid,
+            asked.failed_host,
+            now,
+            placed=asked.selection,
+            spent=asked.selection is None,
+        )
+    except MaxRetriesExceeded:
+        pass  # as it was: the claim freed, none made
+    except InvalidRequest as exc:
+        log.debug("replayed reschedule record changed nothing: %s", exc)
 
 
 def _string(body: str) -> str:

@@ -1,5 +1,5 @@
-"""Moves over AMQP (the real broker): move, confirm_move and revert_move through
-SchedulerClient, their errors, and a move body that does not parse."""
+"""Moves and reschedules over AMQP (the real broker): move, confirm_move, revert_move
+and reschedule through SchedulerClient, their errors, and bodies that do not parse."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 from amqp_support import Stack, host_report, running_stack
 
-from actorsched import InvalidRequest, NoValidHost, RequestSpec, SchedulerConfig
+from actorsched import (
+    InvalidRequest,
+    MaxRetriesExceeded,
+    NoValidHost,
+    RequestSpec,
+    SchedulerConfig,
+)
 from actorsched.amqp.protocol import BadMessage, decode_request
 
 pytestmark = pytest.mark.amqp
@@ -80,3 +86,22 @@ def test_a_move_body_is_checked() -> None:
         decode_request("move", b'{"instance_uuid": "vm1"}')
     with pytest.raises(BadMessage):
         decode_request("confirm_move", b'{"migration_uuid": 3}')
+
+
+async def test_reschedule_through_the_client(stack: Stack) -> None:
+    client = stack.client
+    for n, host in enumerate(("h1", "h2", "h3")):
+        await client.update_host(host_report(host, memory_mb=8192 - 100 * n))
+    [first] = await client.select_destinations(spec("vm1", 1024))
+    assert (first.host, first.alternates) == ("h1", ["h2", "h3"])
+    again = await client.reschedule("vm1", "h1")
+    assert (again.host, again.alternates) == ("h2", ["h3"])
+    with pytest.raises(InvalidRequest, match="not on h1"):
+        await client.reschedule("vm1", "h1")
+    await client.select_destinations(
+        RequestSpec(instance_uuids=["big"], memory_mb=7500, vcpus=1, disk_gb=1, force_hosts=["h3"])
+    )
+    with pytest.raises(MaxRetriesExceeded) as raised:
+        await client.reschedule("vm1", "h2")  # h3 no longer fits
+    assert raised.value.instance_uuid == "vm1"
+    assert (await client.where("vm1")).claimed is False

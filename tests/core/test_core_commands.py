@@ -29,6 +29,7 @@ from actorsched.core import (
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
     RevertMove,
     SelectDestinations,
     UpdateAggregate,
@@ -73,6 +74,8 @@ def _applied(core_command: Command[Any]) -> Envelope:
     core.create_aggregate("agg-empty")
     core.select_destinations(make_spec("vm-moving"), 1.0)
     core.move("vm-moving", "mig-held", None, 1.0, allow_same_host=True)
+    core.update_host(make_report("h0", memory_mb=65536), 1.0)
+    assert core.select_destinations(make_spec("vm-failing"), 1.0)[0].alternates == ["h1"]
     envelope = Envelope(core_command, asyncio.get_running_loop().create_future())
     envelope.now = 2.0
     envelope.result = core.handle(core_command, 2.0)
@@ -98,6 +101,7 @@ _ONE_OF_EACH: dict[type[Command[Any]], Command[Any]] = {
     Move: Move("vm-held", "mig-new", allow_same_host=True),
     ConfirmMove: ConfirmMove("mig-held"),
     RevertMove: RevertMove("mig-held"),
+    Reschedule: Reschedule("vm-failing", "h0"),
 }
 
 

@@ -13,7 +13,13 @@ from conftest import make_report, make_spec
 from journal_backends import BACKENDS, Backend, make_backend
 from journal_workload import report
 
-from actorsched import InvalidRequest, RequestSpec, Scheduler, SchedulerConfig
+from actorsched import (
+    InvalidRequest,
+    MaxRetriesExceeded,
+    RequestSpec,
+    Scheduler,
+    SchedulerConfig,
+)
 from actorsched.core import SchedulerCore
 from actorsched.core.image import capture
 from actorsched.journal.records import Record, apply
@@ -138,3 +144,28 @@ def test_a_move_record_replayed_twice_changes_nothing() -> None:
     assert core.claims() == {"vm1": ("b", False)}
     apply(core, Record("move_confirm", 4.0, json.dumps("m1")))
     assert core.claims() == {"vm1": ("b", False)}
+
+
+@pytest.mark.parametrize("snapshot_every", [1_000_000, 2], ids=["records", "snapshot"])
+async def test_reschedules_survive_a_restart(backend: Backend, snapshot_every: int) -> None:
+    config = SchedulerConfig(seed=1, service_down_time=1e9, max_attempts=3)
+    async with Scheduler(config, journal=backend.journal(snapshot_every)) as s:
+        for i in range(3):
+            await s.update_host(report(f"h{i}", 1, memory_mb_used=512 + 100 * i))
+        [first] = await s.select_destinations(_spec("vm1"))
+        [other] = await s.select_destinations(_spec("vm2"))
+        assert first.alternates == ["h1", "h2"]
+        again = await s.reschedule("vm1", first.host)
+        assert (again.host, again.alternates) == ("h1", ["h2"])
+        await s.reschedule("vm2", other.host)
+        await s.reschedule("vm2", (await s.where("vm2")).host or "")
+        with pytest.raises(MaxRetriesExceeded):
+            await s.reschedule("vm2", (await s.where("vm2")).host or "")
+        before = s.core.digest()
+        claims = s.core.claims()
+    assert "vm2" not in claims
+    async with Scheduler(config, journal=backend.journal(snapshot_every)) as again_s:
+        assert again_s.core.digest() == before
+        assert again_s.core.claims() == claims
+        last = await again_s.reschedule("vm1", "h1")
+        assert (last.host, last.alternates) == ("h2", [])
