@@ -297,3 +297,34 @@ def test_every_move_scenario_stays_within_capacity() -> None:
         generation[host] += 1
         core.update_host(make_report(host, generation[host]), 4.0)
         _free(core)
+
+
+def test_a_hold_outlives_claim_timeout_and_a_report_batch() -> None:
+    """Reports of the source that never list the instance, past claim_timeout and
+    in a batch, keep the hold (an assumed claim would be dropped by then)."""
+    core = _core("h1", "h2", claim_timeout=10.0)
+    _place(core, memory_mb=1000, force_hosts=["h1"])
+    core.move("vm1", "mig1", None, 3.0)
+    reports = [make_report("h1", 2), *(make_report(f"x{n}") for n in range(9))]
+    core.update_hosts(reports, 100.0)
+    core.update_host(make_report("h1", 3), 200.0)
+    core.update_host(make_report("h2", 2), 200.0)
+    assert "mig1" in core.ledger.claims
+    assert "vm1" not in core.ledger.claims  # the destination's own claim timed out
+    assert _free(core)["h1"] == 3096
+    assert _free(core)["h2"] == 4096
+
+
+def test_a_same_host_move_of_a_listed_instance_holds_both_flavors() -> None:
+    core = _core("h1")
+    core.update_host(make_report("h1", 2, memory_mb_used=1000, instances=["vm1"]), 1.5)
+    _place(core, memory_mb=1000)
+    assert core.ledger.claims["vm1"].confirmed
+    core.move("vm1", "mig1", make_spec("vm1", memory_mb=2000), 3.0, allow_same_host=True)
+    assert not core.ledger.claims["vm1"].confirmed  # the listing is the old flavor
+    assert _free(core) == {"h1": 1096}
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("vm2", memory_mb=1100), 4.0)
+    core.revert_move("mig1", 5.0)
+    assert core.ledger.claims["vm1"].confirmed
+    assert _free(core) == {"h1": 3096}
