@@ -693,6 +693,7 @@ class SchedulerCore:
         finally:
             for selection in selections:
                 self._unclaim(selection.instance_uuid)
+                self._requests.pop(selection.instance_uuid, None)  # kept for no claim
         return Plan(placed=True, message=None, instances=entries)
 
     def _planned(

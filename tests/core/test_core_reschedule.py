@@ -103,3 +103,24 @@ def test_a_claim_with_no_kept_request_reschedules_by_its_resources() -> None:
     again = core.reschedule("vm1", "h0", 3.0)
     assert again.host == "h1"
     assert core.ledger.claims["vm1"].memory_mb == 1000
+
+
+def test_a_plan_keeps_no_request() -> None:
+    core = _core()
+    core.plan(make_spec("vm1"), 2.0)
+    assert core._requests == {}
+    core.select_destinations(make_spec("vm1"), 2.0)
+    assert list(core._requests) == ["vm1"]
+
+
+def test_the_kept_requests_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actorsched.core import engine
+
+    monkeypatch.setattr(engine, "_KEPT_REQUESTS", 3)
+    core = _core()
+    for n in range(5):
+        core.select_destinations(make_spec(f"vm{n}", memory_mb=64), 2.0)
+    assert list(core._requests) == ["vm2", "vm3", "vm4"]  # the latest
+    # the oldest reschedule by their resources: still placed, still sized
+    assert core.reschedule("vm0", core.ledger.claims["vm0"].host, 3.0).host != "h0"
+    assert core.ledger.claims["vm0"].memory_mb == 64
