@@ -4,7 +4,14 @@
 """
 
 from .core import HostFilter, HostWeigher, PerHostFilter, PlacementContext
-from .errors import InvalidRequest, MailboxFull, NoValidHost, SchedulerError, SchedulerStopped
+from .errors import (
+    InvalidRequest,
+    MailboxFull,
+    MaxRetriesExceeded,
+    NoValidHost,
+    SchedulerError,
+    SchedulerStopped,
+)
 from .models import (
     Aggregate,
     Destination,
@@ -27,6 +34,7 @@ __all__ = [
     "HostWeigher",
     "InvalidRequest",
     "MailboxFull",
+    "MaxRetriesExceeded",
     "NoValidHost",
     "PerHostFilter",
     "PlacementContext",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 __all__ = [
     "InvalidRequest",
     "MailboxFull",
+    "MaxRetriesExceeded",
     "NoValidHost",
     "NotActive",
     "SchedulerError",
@@ -45,6 +46,11 @@ class NoValidHost(SchedulerError):
         self.filter_counts: dict[str, int] = dict(filter_counts or {})
 
 
+class MaxRetriesExceeded(NoValidHost):
+    """A reschedule found none of the instance's alternates still fit (Nova's
+    MaxRetriesExceeded): the instance holds no claim now."""
+
+
 class InvalidRequest(SchedulerError):
     """The request cannot be handled as sent (bad field, bad mix of uuids...)."""
 
@@ -72,6 +78,7 @@ _BY_NAME: dict[str, type[SchedulerError]] = {
     for cls in (
         SchedulerError,
         NoValidHost,
+        MaxRetriesExceeded,
         InvalidRequest,
         MailboxFull,
         SchedulerStopped,

@@ -20,6 +20,7 @@ from .core import (
     COMMANDS,
     AddHostToAggregate,
     Command,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
     GetAggregates,
@@ -28,10 +29,13 @@ from .core import (
     HostFilter,
     HostWeigher,
     Locate,
+    Move,
     PlanPlacement,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
+    RevertMove,
     SchedulerCore,
     SelectDestinations,
     UpdateAggregate,
@@ -92,7 +96,19 @@ _PAYLOADS: dict[type, tuple[str, type]] = {
     RemoveHost: ("host", str),
     PlanPlacement: ("spec", RequestSpec),
     Locate: ("instance_uuid", str),
+    ConfirmMove: ("migration_uuid", str),
+    RevertMove: ("migration_uuid", str),
+    Reschedule: ("instance_uuid", str),
 }
+
+
+def _check_move(command: Move) -> None:
+    _expect(command.instance_uuid, str, "Move")
+    _expect(command.migration_uuid, str, "Move")
+    if command.spec is not None:
+        _expect(command.spec, RequestSpec, "Move")
+    if not (isinstance(command.allow_same_host, bool) and isinstance(command.evacuate, bool)):
+        raise InvalidRequest("Move: allow_same_host and evacuate must be booleans")
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -158,6 +174,8 @@ def _check_command(command: object) -> None:
     elif isinstance(command, UpdateHosts):
         for report in command.reports:
             _expect(report, HostReport, "UpdateHosts")
+    elif isinstance(command, Move):
+        _check_move(command)
     elif kind in _PAYLOADS:
         field, payload = _PAYLOADS[kind]
         _expect(getattr(command, field), payload, kind.__name__)
@@ -536,6 +554,50 @@ class Scheduler:
         """Free that instance's claim at once; False when it holds none."""
         _expect(instance_uuid, str, "release")
         return await self._ask(Release(instance_uuid))
+
+    async def move(
+        self,
+        instance_uuid: str,
+        migration_uuid: str,
+        spec: RequestSpec | None = None,
+        *,
+        allow_same_host: bool = False,
+        evacuate: bool = False,
+    ) -> Selection:
+        """Claim a destination for a claimed or reported instance (a resize with
+        ``spec``'s flavor, else a migration with its claim's), holding the source's
+        resources under ``migration_uuid`` until :meth:`confirm_move` or
+        :meth:`revert_move` (an evacuation's until its host reports it gone).
+
+        Never the current host unless ``allow_same_host``. The same move again
+        answers the same Selection; another one under that migration uuid, an
+        unknown instance, or a reported-only instance without ``spec`` is
+        InvalidRequest; no host fits is NoValidHost. A refused move changes nothing.
+        """
+        command = Move(instance_uuid, migration_uuid, spec, allow_same_host, evacuate)
+        _check_move(command)
+        return await self._ask(command)
+
+    async def confirm_move(self, migration_uuid: str) -> bool:
+        """Free a move's source hold; False when no such move is open."""
+        _expect(migration_uuid, str, "confirm_move")
+        return await self._ask(ConfirmMove(migration_uuid))
+
+    async def revert_move(self, migration_uuid: str) -> bool:
+        """Free a move's destination claim and give the instance its source claim back;
+        False when no such move is open."""
+        _expect(migration_uuid, str, "revert_move")
+        return await self._ask(RevertMove(migration_uuid))
+
+    async def reschedule(self, instance_uuid: str, failed_host: str) -> Selection:
+        """The build on ``failed_host`` failed: free that claim and claim the first of
+        the instance's alternates that still passes every filter for its request;
+        the answer's alternates are those left. Raises MaxRetriesExceeded (a
+        NoValidHost; the instance then holds no claim) when none does,
+        InvalidRequest (nothing changed) when its claim is not on ``failed_host``."""
+        _expect(instance_uuid, str, "reschedule")
+        _expect(failed_host, str, "reschedule")
+        return await self._ask(Reschedule(instance_uuid, failed_host))
 
     async def remove_host(self, host: str) -> bool:
         """Forget a host and its claims; False when unknown."""

@@ -31,7 +31,9 @@ BOUNDS = {"MailboxFull"}
 # must go (Nova's requested_destination), issue 14.
 AGGREGATES = {"Aggregate"}
 DESTINATION = {"Destination"}
-EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS | AGGREGATES | DESTINATION
+# ... and what a reschedule with no alternate left raises (issue 16).
+RESCHEDULE = {"MaxRetriesExceeded"}
+EXPECTED = REQUIRED | PLUGIN_PROTOCOL | BOUNDS | AGGREGATES | DESTINATION | RESCHEDULE
 
 
 def test_all_is_exactly_the_public_api() -> None:
@@ -68,6 +70,7 @@ def test_errors_share_one_base() -> None:
     ):
         assert issubclass(cls, actorsched.SchedulerError)
     assert issubclass(actorsched.SchedulerError, Exception)
+    assert issubclass(actorsched.MaxRetriesExceeded, actorsched.NoValidHost)
 
 
 def test_package_is_typed() -> None:

@@ -61,15 +61,20 @@ from .protocol import (
     MAX_BATCH_ITEMS,
     OPERATIONS,
     ClaimsRequest,
+    ConfirmMoveResult,
     DeleteAggregateResult,
     HostReportResult,
     HostStatesPage,
     HostStatesRequest,
+    MigrationRequest,
+    MoveRequest,
     Operation,
     ReleaseRequest,
     ReleaseResult,
     RemoveHostRequest,
     RemoveHostResult,
+    RescheduleRequest,
+    RevertMoveResult,
     WhereRequest,
     decode_batch_reply,
     decode_reply,
@@ -286,6 +291,49 @@ class SchedulerClient:
         body = ReleaseRequest(instance_uuid=instance_uuid).model_dump_json().encode()
         result = await self._call("release", body, timeout)
         return cast(ReleaseResult, result).released
+
+    async def move(
+        self,
+        instance_uuid: str,
+        migration_uuid: str,
+        spec: RequestSpec | None = None,
+        *,
+        allow_same_host: bool = False,
+        evacuate: bool = False,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Selection:
+        """Claim a destination for an instance, holding its source under
+        ``migration_uuid``; as :meth:`actorsched.Scheduler.move`."""
+        body = MoveRequest(
+            instance_uuid=instance_uuid,
+            migration_uuid=migration_uuid,
+            spec=spec,
+            allow_same_host=allow_same_host,
+            evacuate=evacuate,
+        ).model_dump_json(exclude_defaults=True)
+        return cast(Selection, await self._call("move", body.encode(), timeout))
+
+    async def confirm_move(self, migration_uuid: str, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Free a move's source hold; False when no such move is open."""
+        body = _json(MigrationRequest(migration_uuid=migration_uuid))
+        return cast(ConfirmMoveResult, await self._call("confirm_move", body, timeout)).confirmed
+
+    async def revert_move(self, migration_uuid: str, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Free a move's destination and give the instance its source back."""
+        body = _json(MigrationRequest(migration_uuid=migration_uuid))
+        return cast(RevertMoveResult, await self._call("revert_move", body, timeout)).reverted
+
+    async def reschedule(
+        self,
+        instance_uuid: str,
+        failed_host: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Selection:
+        """Free the claim on ``failed_host`` and claim the next alternate that fits;
+        raises MaxRetriesExceeded when none does (as :meth:`actorsched.Scheduler.reschedule`)."""
+        body = _json(RescheduleRequest(instance_uuid=instance_uuid, failed_host=failed_host))
+        return cast(Selection, await self._call("reschedule", body, timeout))
 
     async def remove_host(self, host: str, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Forget a host and its claims; False when unknown."""

@@ -73,17 +73,22 @@ __all__ = [
     "BatchItem",
     "BatchRequest",
     "ClaimsRequest",
+    "ConfirmMoveResult",
     "DeleteAggregateResult",
     "ErrorReply",
     "HostReportResult",
     "HostStatesPage",
     "HostStatesRequest",
+    "MigrationRequest",
+    "MoveRequest",
     "OkReply",
     "Operation",
     "ReleaseRequest",
     "ReleaseResult",
     "RemoveHostRequest",
     "RemoveHostResult",
+    "RescheduleRequest",
+    "RevertMoveResult",
     "WhereRequest",
     "WireError",
     "dead_letter_names",
@@ -165,6 +170,31 @@ class ReleaseRequest(_Body):
     instance_uuid: Name
 
 
+class MoveRequest(_Body):
+    """Body of ``move``: claim a destination for an instance, holding its source
+    under ``migration_uuid`` (``spec``: the new flavor of a resize; required for
+    an instance only a host report lists)."""
+
+    instance_uuid: Name
+    migration_uuid: Name
+    spec: RequestSpec | None = None
+    allow_same_host: bool = False
+    evacuate: bool = False
+
+
+class MigrationRequest(_Body):
+    """Body of ``confirm_move`` and ``revert_move``: the move's migration uuid."""
+
+    migration_uuid: Name
+
+
+class RescheduleRequest(_Body):
+    """Body of ``reschedule``: the instance whose build failed, and where."""
+
+    instance_uuid: Name
+    failed_host: Name
+
+
 class RemoveHostRequest(_Body):
     """Body of ``remove_host``: forget a host and its claims."""
 
@@ -238,7 +268,7 @@ class BatchItem(_Body):
         description="an operation other than batch: select_destinations, host_report, "
         "release, remove_host, host_states, plan, claims, where, create_aggregate, "
         "update_aggregate, delete_aggregate, add_host_to_aggregate, "
-        "remove_host_from_aggregate, aggregates",
+        "remove_host_from_aggregate, aggregates, move, confirm_move, revert_move, reschedule",
     )
     body: Any = Field(description="the JSON body that operation takes on its own")
 
@@ -269,6 +299,18 @@ class RemoveHostResult(_Body):
     """Result of ``remove_host``: False when the host was unknown."""
 
     removed: bool
+
+
+class ConfirmMoveResult(_Body):
+    """Result of ``confirm_move``: False when no such move was open."""
+
+    confirmed: bool
+
+
+class RevertMoveResult(_Body):
+    """Result of ``revert_move``: False when no such move was open."""
+
+    reverted: bool
 
 
 class DeleteAggregateResult(_Body):
@@ -356,6 +398,22 @@ class AggregatesReply(RootModel[OkReply[list[Aggregate]] | ErrorReply]):
     """Reply to ``aggregates``: every host aggregate, by name."""
 
 
+class MoveReply(RootModel[OkReply[Selection] | ErrorReply]):
+    """Reply to ``move``: the destination's Selection."""
+
+
+class ConfirmMoveReply(RootModel[OkReply[ConfirmMoveResult] | ErrorReply]):
+    """Reply to ``confirm_move``."""
+
+
+class RevertMoveReply(RootModel[OkReply[RevertMoveResult] | ErrorReply]):
+    """Reply to ``revert_move``."""
+
+
+class RescheduleReply(RootModel[OkReply[Selection] | ErrorReply]):
+    """Reply to ``reschedule``: the alternate claimed, with the alternates left."""
+
+
 class BatchItemReply(RootModel[OkReply[Any] | ErrorReply]):
     """The reply to one item of a ``batch``: what that operation alone would reply."""
 
@@ -401,6 +459,10 @@ OPERATIONS: dict[str, Operation] = {
         Operation("add_host_to_aggregate", AggregateHostRequest, AggregateReply, Aggregate),
         Operation("remove_host_from_aggregate", AggregateHostRequest, AggregateReply, Aggregate),
         Operation("aggregates", AggregatesRequest, AggregatesReply, list[Aggregate]),
+        Operation("move", MoveRequest, MoveReply, Selection),
+        Operation("confirm_move", MigrationRequest, ConfirmMoveReply, ConfirmMoveResult),
+        Operation("revert_move", MigrationRequest, RevertMoveReply, RevertMoveResult),
+        Operation("reschedule", RescheduleRequest, RescheduleReply, Selection),
         Operation(BATCH, BatchRequest, BatchReply, list[BatchItemReply]),
     )
 }

@@ -9,16 +9,20 @@ from .commands import (
     AddHostToAggregate,
     Command,
     CommandInfo,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
     GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
+    Move,
     PlanPlacement,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
+    RevertMove,
     SelectDestinations,
     UpdateAggregate,
     UpdateHost,
@@ -26,7 +30,7 @@ from .commands import (
 )
 from .engine import SchedulerCore
 from .filters import HostFilter, PerHostFilter, PlacementContext
-from .ledger import Claim, ClaimLedger
+from .ledger import Claim, ClaimLedger, Migration
 from .table import HostTable
 from .weighers import HostWeigher
 
@@ -38,6 +42,7 @@ __all__ = [
     "ClaimLedger",
     "Command",
     "CommandInfo",
+    "ConfirmMove",
     "CreateAggregate",
     "DeleteAggregate",
     "GetAggregates",
@@ -47,12 +52,16 @@ __all__ = [
     "HostTable",
     "HostWeigher",
     "Locate",
+    "Migration",
+    "Move",
     "PerHostFilter",
     "PlacementContext",
     "PlanPlacement",
     "Release",
     "RemoveHost",
     "RemoveHostFromAggregate",
+    "Reschedule",
+    "RevertMove",
     "SchedulerCore",
     "SelectDestinations",
     "UpdateAggregate",

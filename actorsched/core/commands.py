@@ -29,16 +29,20 @@ __all__ = [
     "AddHostToAggregate",
     "Command",
     "CommandInfo",
+    "ConfirmMove",
     "CreateAggregate",
     "DeleteAggregate",
     "GetAggregates",
     "GetClaims",
     "GetHostStates",
     "Locate",
+    "Move",
     "PlanPlacement",
     "Release",
     "RemoveHost",
     "RemoveHostFromAggregate",
+    "Reschedule",
+    "RevertMove",
     "SelectDestinations",
     "UpdateAggregate",
     "UpdateHost",
@@ -176,6 +180,41 @@ class GetAggregates(Command[list[Aggregate]]):
 
 
 @dataclass(frozen=True, slots=True)
+class Move(Command[Selection]):
+    """Claim a destination for a claimed or reported instance, holding its source
+    under ``migration_uuid`` (a resize with ``spec``'s flavor, else a migration)."""
+
+    instance_uuid: str
+    migration_uuid: str
+    spec: RequestSpec | None = None
+    allow_same_host: bool = False
+    evacuate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmMove(Command[bool]):
+    """Free a move's source hold; False when no such move is open."""
+
+    migration_uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class RevertMove(Command[bool]):
+    """Free a move's destination claim and give the source back to the instance."""
+
+    migration_uuid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reschedule(Command[Selection]):
+    """Free the instance's claim on ``failed_host`` and claim its first alternate
+    that still passes the filters; MaxRetriesExceeded (no claim left) when none does."""
+
+    instance_uuid: str
+    failed_host: str
+
+
+@dataclass(frozen=True, slots=True)
 class CommandInfo:
     """The names one command goes by in the other layers."""
 
@@ -208,6 +247,10 @@ COMMANDS: tuple[CommandInfo, ...] = (
         "aggregate_remove_host",
     ),
     CommandInfo(GetAggregates, "aggregates", "aggregates", None),
+    CommandInfo(Move, "move", "move", "move"),
+    CommandInfo(ConfirmMove, "confirm_move", "confirm_move", "move_confirm"),
+    CommandInfo(RevertMove, "revert_move", "revert_move", "move_revert"),
+    CommandInfo(Reschedule, "reschedule", "reschedule", "reschedule"),
 )
 # the admin commands that change host aggregates (each journaled as its own record)
 AGGREGATE_COMMANDS: tuple[type[Command[Any]], ...] = (

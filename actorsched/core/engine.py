@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import json
 import logging
 import operator
 import random
@@ -41,22 +42,35 @@ from typing import TypeVar, cast
 import numpy as np
 
 from ..answers import ClaimInfo, ClaimsPage, Location, Plan, PlanCandidate, PlannedInstance
-from ..errors import InvalidRequest, NoValidHost
-from ..models import Aggregate, HostReport, HostState, RequestSpec, SchedulerConfig, Selection
+from ..errors import InvalidRequest, MaxRetriesExceeded, NoValidHost
+from ..models import (
+    Aggregate,
+    Destination,
+    HostReport,
+    HostState,
+    RequestSpec,
+    SchedulerConfig,
+    Selection,
+    ServerGroup,
+)
 from .aggregates import AZ_KEY, AggregateBook, AggregateChange
 from .commands import (
     AddHostToAggregate,
     Command,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
     GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
+    Move,
     PlanPlacement,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
+    RevertMove,
     SelectDestinations,
     UpdateAggregate,
     UpdateHost,
@@ -66,6 +80,7 @@ from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
 from .ledger import (
     Claim,
     ClaimLedger,
+    Migration,
     asks_resources_only,
     fingerprint_differences,
     request_fingerprint,
@@ -88,6 +103,10 @@ _EMPTY: frozenset[str] = frozenset()
 # Distinct request fingerprints kept for sharing between claims before the
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
+# Requests kept for a reschedule, by instance uuid: the latest placements'
+# (a build fails soon after its placement); an older claim reschedules by its
+# resources and group alone.
+_KEPT_REQUESTS = 10_000
 # a report's own allocation ratios (ram, cpu, disk); all None in most reports
 _REPORTED_RATIOS = operator.attrgetter(
     "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
@@ -98,6 +117,15 @@ _NO_RATIOS = (None, None, None)
 _RAM, _CPU, _DISK = "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
 # the filter whose aggregate ratio a row takes, per resource (ram, cpu, disk)
 _AGGREGATE_RATIO_FILTERS = ("AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter")
+
+
+def _move_request(spec: RequestSpec | None, allow_same_host: bool, evacuate: bool) -> str:
+    """What a move asks, as canonical JSON (a redelivery's must be equal)."""
+    parts = [f'"allow_same_host":{str(allow_same_host).lower()}']
+    parts.append(f'"evacuate":{str(evacuate).lower()}')
+    if spec is not None:
+        parts.append('"spec":' + request_fingerprint(spec))
+    return "{" + ",".join(parts) + "}"
 
 
 class SchedulerCore:
@@ -162,6 +190,7 @@ class SchedulerCore:
         self._alternates = config.max_attempts - 1
         self._want = self._subset + self._alternates  # rows ranked for a single instance
         self._fingerprints: dict[object, str] = {}  # see _fingerprint
+        self._requests: dict[str, RequestSpec] = {}  # see _kept_request
         self.aggregates = AggregateBook(config)
         self.table.membership_names = self.aggregates.memberships
         # per resource: does an aggregate's ratio count (its Aggregate*Filter is on)
@@ -213,6 +242,21 @@ class SchedulerCore:
             result = self.remove_host_from_aggregate(command.name, command.host)
         elif isinstance(command, GetAggregates):
             result = self.aggregates.aggregates()
+        elif isinstance(command, Move):
+            result = self.move(
+                command.instance_uuid,
+                command.migration_uuid,
+                command.spec,
+                now,
+                allow_same_host=command.allow_same_host,
+                evacuate=command.evacuate,
+            )
+        elif isinstance(command, ConfirmMove):
+            result = self.confirm_move(command.migration_uuid, now)
+        elif isinstance(command, RevertMove):
+            result = self.revert_move(command.migration_uuid, now)
+        elif isinstance(command, Reschedule):
+            result = self.reschedule(command.instance_uuid, command.failed_host, now)
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
@@ -477,6 +521,8 @@ class SchedulerCore:
         credits = ledger.released.get(row)
         for uuid in list(ledger.by_row.get(row, ())):
             claim = ledger.claims[uuid]
+            if ledger.migrations and self._settle_move(row, uuid, claim, listed):
+                continue
             # a credited uuid that is listed is the released instance, not this claim's
             if uuid in listed and not (credits and uuid in credits):
                 if not claim.confirmed:  # the report's used figures carry it from now on
@@ -591,6 +637,7 @@ class SchedulerCore:
             for uuid in placed:
                 self._unclaim(uuid)
             raise
+        self._keep_requests(spec)
         return [claims[u].selection for u in spec.instance_uuids]
 
     def plan(self, spec: RequestSpec, now: float) -> Plan:
@@ -646,6 +693,7 @@ class SchedulerCore:
         finally:
             for selection in selections:
                 self._unclaim(selection.instance_uuid)
+                self._requests.pop(selection.instance_uuid, None)  # kept for no claim
         return Plan(placed=True, message=None, instances=entries)
 
     def _planned(
@@ -762,6 +810,7 @@ class SchedulerCore:
         """
         if from_spec:
             fingerprint = request_fingerprint(spec)
+            self._keep_requests(spec)
         for selection in selections:
             row = self.table.row_of.get(selection.host)
             if row is None or selection.instance_uuid in self.ledger.claims:
@@ -820,6 +869,8 @@ class SchedulerCore:
         """Free the claim of ``instance_uuid`` at once; False when it holds none."""
         if instance_uuid not in self.ledger.claims:
             return False
+        if instance_uuid in self.ledger.migrations:
+            return self.confirm_move(instance_uuid, now)  # a hold released: as confirmed
         claim = self._unclaim(instance_uuid)
         if claim.confirmed and instance_uuid in self.ledger.listed_on(claim.row):
             # the host still reports it: credit it back until a report drops it
@@ -830,6 +881,391 @@ class SchedulerCore:
             )
             self.table.add_released(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
         return True
+
+    # -- moves (resize, cold migration, evacuation) ------------------------
+
+    def move(
+        self,
+        instance_uuid: str,
+        migration_uuid: str,
+        spec: RequestSpec | None,
+        now: float,
+        *,
+        allow_same_host: bool = False,
+        evacuate: bool = False,
+        placed: Selection | None = None,
+    ) -> Selection:
+        """Claim a destination for a claimed or reported instance; the source stays
+        held under ``migration_uuid`` until :meth:`confirm_move` or :meth:`revert_move`.
+
+        As Nova (Queens on): the source's resources move to the migration
+        uuid (a claim of that uuid on the source row, of the source claim's
+        figures, or of ``spec``'s for an instance only a report lists), and
+        the destination is claimed under the instance uuid with ``spec``'s
+        flavor (a resize) or the claim's (a migration). The destination is
+        never the source unless ``allow_same_host``. The same move asked
+        again answers the same Selection and changes nothing; another one
+        under the same migration uuid is InvalidRequest naming what differs.
+        A refused move (InvalidRequest, NoValidHost) changes nothing.
+        ``placed`` (journal replay) claims that destination, choosing nothing.
+        """
+        ledger = self.ledger
+        request = _move_request(spec, allow_same_host, evacuate)
+        existing = ledger.migrations.get(migration_uuid)
+        if existing is not None:
+            differences = fingerprint_differences(existing.request, request)
+            if existing.instance_uuid != instance_uuid:
+                differences.insert(
+                    0, f"instance_uuid {existing.instance_uuid} then, {instance_uuid} now"
+                )
+            if differences:
+                raise InvalidRequest(
+                    f"migration {migration_uuid} is already open for another move: "
+                    f"{'; '.join(differences)}; resend the original move unchanged, or "
+                    "use a new migration uuid"
+                )
+            return existing.selection
+        if migration_uuid == instance_uuid or migration_uuid in ledger.claims:
+            raise InvalidRequest(
+                f"migration uuid {migration_uuid} is already an instance's claim: a move "
+                "needs a migration uuid of its own"
+            )
+        if migration_uuid in ledger.reported_row:
+            raise InvalidRequest(
+                f"migration uuid {migration_uuid} is an instance a host reports: a move "
+                "needs a migration uuid of its own"
+            )
+        moving = ledger.moving.get(instance_uuid)
+        if moving is not None:
+            raise InvalidRequest(
+                f"instance {instance_uuid} is already moving (migration {moving}): "
+                "confirm or revert that move first"
+            )
+        if spec is not None and spec.instance_uuids != [instance_uuid]:
+            raise InvalidRequest(
+                f"a move's spec must list exactly the moving instance [{instance_uuid!r}], "
+                f"got {spec.instance_uuids}"
+            )
+        claim = ledger.claims.get(instance_uuid)
+        if claim is not None:
+            row = claim.row
+        else:
+            reported = ledger.reported_row.get(instance_uuid)
+            credits = ledger.released.get(reported) if reported is not None else None
+            if reported is None or (credits and instance_uuid in credits):
+                raise InvalidRequest(
+                    f"instance {instance_uuid} holds no claim and no host reports it: "
+                    "nothing to move"
+                )
+            if spec is None:
+                raise InvalidRequest(
+                    f"instance {instance_uuid} holds no claim (a host reports it): its "
+                    "flavor is unknown, so a move of it needs a spec"
+                )
+            row = reported
+        added = 1 if claim is not None else 2  # the hold, and the destination
+        if len(ledger.claims) + added > self.config.max_claims:
+            raise InvalidRequest(
+                f"the scheduler holds {len(ledger.claims):,} live claims (migrations count) "
+                f"and max_claims is {self.config.max_claims:,}: confirm moves, release "
+                "instances, or raise max_claims"
+            )
+        source = self.table.name_of[row]
+        assert source is not None
+        asked = spec
+        if asked is None:
+            assert claim is not None
+            asked = RequestSpec(
+                instance_uuids=[instance_uuid],
+                memory_mb=claim.memory_mb,
+                vcpus=claim.vcpus,
+                disk_gb=claim.disk_gb,
+            )
+        if not allow_same_host and source.lower() not in {h.lower() for h in asked.ignore_hosts}:
+            asked = asked.model_copy(update={"ignore_hosts": [*asked.ignore_hosts, source]})
+        # the source's resources pass to the hold: the same row, the same
+        # figures, the same confirmed state, so the table does not change
+        if claim is not None:
+            ledger.drop(instance_uuid)
+            hold = Claim(
+                migration_uuid,
+                row,
+                claim.memory_mb,
+                claim.vcpus,
+                claim.disk_gb,
+                None,  # a hold is no server group member: the group's is the instance's
+                claim.created_at,
+                source,
+                claim.alternates,
+                claim.fingerprint,
+                claim.confirmed,
+            )
+        else:
+            # an instance its host reports: the report's figures carry it
+            hold = Claim(
+                migration_uuid,
+                row,
+                asked.memory_mb,
+                asked.vcpus,
+                asked.disk_gb,
+                None,
+                now,
+                source,
+                (),
+                None,
+                True,
+            )
+        ledger.add(hold)
+        try:
+            if placed is None:
+                [selection] = self.select_destinations(asked, now)
+            else:
+                self.restore_claims(asked, [placed], now)
+                if instance_uuid not in ledger.claims:
+                    raise InvalidRequest(f"move of {instance_uuid}: host {placed.host} is gone")
+                selection = ledger.claims[instance_uuid].selection
+        except BaseException:
+            ledger.drop(migration_uuid)
+            if claim is not None:
+                ledger.add(claim)
+            raise
+        destination = ledger.claims[instance_uuid]
+        if destination.row == row and destination.confirmed:
+            # the source lists the instance: that is its old flavor, not this claim
+            destination.confirmed = False
+            self.table.add_claimed(
+                row, destination.memory_mb, destination.vcpus, destination.disk_gb, +1
+            )
+        ledger.migrations[migration_uuid] = Migration(
+            migration_uuid,
+            instance_uuid,
+            request,
+            evacuate,
+            claim.group_id if claim is not None else None,
+            selection.host,
+            tuple(selection.alternates),
+        )
+        ledger.moving[instance_uuid] = migration_uuid
+        return selection
+
+    def confirm_move(self, migration_uuid: str, now: float) -> bool:
+        """Free a move's source hold (the move is done); False when none is open."""
+        if migration_uuid not in self.ledger.migrations:
+            return False
+        self._unclaim(migration_uuid)
+        return True
+
+    def revert_move(self, migration_uuid: str, now: float) -> bool:
+        """Free a move's destination claim and give the source back to the instance
+        (its claim is the hold's again: same host, figures and selection); False
+        when no such move is open."""
+        ledger = self.ledger
+        migration = ledger.migrations.get(migration_uuid)
+        if migration is None:
+            return False
+        instance_uuid = migration.instance_uuid
+        if instance_uuid in ledger.claims:
+            self.release(instance_uuid, now)  # credited while its host still lists it
+        hold = ledger.drop(migration_uuid)
+        claim = Claim(
+            instance_uuid,
+            hold.row,
+            hold.memory_mb,
+            hold.vcpus,
+            hold.disk_gb,
+            migration.group_id,
+            hold.created_at,
+            hold.host,
+            hold.alternates,
+            hold.fingerprint,
+            hold.confirmed,
+        )
+        ledger.add(claim)  # the same row, figures and state as the hold: no table change
+        return True
+
+    def restore_migration(self, migration: Migration) -> None:
+        """Re-open a move a snapshot kept (its hold and destination are restored claims)."""
+        ledger = self.ledger
+        hold = ledger.claims.get(migration.migration_uuid)
+        if hold is None or migration.migration_uuid in ledger.migrations:
+            return
+        ledger.migrations[migration.migration_uuid] = migration
+        ledger.moving[migration.instance_uuid] = migration.migration_uuid
+        table = self.table
+        if (migration.instance_uuid in ledger.listed_on(hold.row)) != hold.confirmed:
+            hold.confirmed = not hold.confirmed
+            sign = -1 if hold.confirmed else +1
+            table.add_claimed(hold.row, hold.memory_mb, hold.vcpus, hold.disk_gb, sign)
+        destination = ledger.claims.get(migration.instance_uuid)
+        if destination is not None and destination.row == hold.row and destination.confirmed:
+            destination.confirmed = False
+            table.add_claimed(
+                hold.row, destination.memory_mb, destination.vcpus, destination.disk_gb, +1
+            )
+
+    def _settle_move(self, row: int, uuid: str, claim: Claim, listed: frozenset[str]) -> bool:
+        """Settle a claim of an open move against ``row``'s report; False when
+        ``uuid``'s claim is none of a move's, and the usual rules apply.
+
+        A hold is carried by the report while it lists the instance, assumed
+        (the table holds it) while it does not: Nova keeps the migration's
+        allocation until the move is confirmed or reverted. An evacuation's
+        hold is dropped by the first report of the source that does not list
+        the instance (the host is back, the instance gone from it). A
+        destination claim on the source row (a same-host move) stays assumed
+        while the move is open: what the source lists is the old flavor.
+        """
+        ledger = self.ledger
+        migration = ledger.migrations.get(uuid)
+        if migration is None:
+            moving = ledger.moving.get(uuid)
+            return moving is not None and ledger.claims[moving].row == row
+        table = self.table
+        if migration.instance_uuid in listed:
+            if not claim.confirmed:
+                claim.confirmed = True
+                table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+        elif migration.evacuate:
+            self._unclaim(uuid)
+            log.info(
+                "evacuated instance %s no longer on %s: migration %s hold dropped",
+                migration.instance_uuid,
+                table.name_of[row],
+                uuid,
+            )
+        elif claim.confirmed:
+            claim.confirmed = False
+            table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+        return True
+
+    # -- reschedule (a build failed on the chosen host) ----------------------
+
+    def reschedule(
+        self,
+        instance_uuid: str,
+        failed_host: str,
+        now: float,
+        *,
+        placed: Selection | None = None,
+        spent: bool = False,
+    ) -> Selection:
+        """Free ``instance_uuid``'s claim on ``failed_host`` and claim the first of
+        its alternates that still passes every filter for the request it came
+        from; the answer's alternates are the ones left after it.
+
+        Raises MaxRetriesExceeded (the claim freed: the instance holds none)
+        when no alternate passes, InvalidRequest (nothing changed) when its
+        claim is not on ``failed_host``. The request is the one kept for the
+        claim (see :meth:`_kept_request`). ``placed`` / ``spent`` (journal
+        replay) claim that alternate, or none, choosing nothing.
+        """
+        ledger = self.ledger
+        claim = ledger.claims.get(instance_uuid)
+        if claim is None or claim.host != failed_host:
+            where = "holds no claim" if claim is None else f"holds its claim on {claim.host}"
+            raise InvalidRequest(
+                f"instance {instance_uuid} {where}, not on {failed_host}: a reschedule "
+                "frees the claim on the host that failed"
+            )
+        if instance_uuid in ledger.migrations or instance_uuid in ledger.moving:
+            raise InvalidRequest(
+                f"{instance_uuid} is in an open move: confirm or revert it instead"
+            )
+        spec = self._kept_request(claim)
+        self.release(instance_uuid, now)
+        alternates = [h for h in claim.alternates if h != failed_host]
+        row_of = self.table.row_of
+        if self._check_fresh:
+            self._sweep(now)
+        for index, host in enumerate(alternates):
+            row = row_of.get(host)
+            if row is None or spent:
+                continue
+            if placed is not None:
+                if host != placed.host:
+                    continue
+            elif not self._passes(spec, row, host, now):
+                continue
+            left = tuple(alternates[index + 1 :])
+            moved = Claim(
+                instance_uuid,
+                row,
+                claim.memory_mb,
+                claim.vcpus,
+                claim.disk_gb,
+                claim.group_id,
+                now,
+                host,
+                left,
+                claim.fingerprint,
+            )
+            self._add_claim(moved)
+            self._requests[instance_uuid] = spec
+            return moved.selection
+        self._requests.pop(instance_uuid, None)
+        raise MaxRetriesExceeded(
+            f"instance {instance_uuid} failed on {failed_host} and none of its "
+            f"{len(alternates)} alternates ({', '.join(alternates) or 'none'}) still fits: "
+            "it holds no claim now; place it again with select_destinations",
+            instance_uuid=instance_uuid,
+            total_hosts=len(alternates),
+        )
+
+    def _passes(self, spec: RequestSpec, row: int, host: str, now: float) -> bool:
+        """Does ``host`` pass every filter for ``spec`` now (its request asked
+        with ``requested_destination`` that host: the filters still run)?"""
+        destination = spec.requested_destination
+        if destination is not None and destination.host not in (None, host):
+            return False
+        node = None if destination is None else destination.node
+        asked = spec.model_copy(update={"requested_destination": Destination(host=host, node=node)})
+        ctx = PlacementContext(
+            asked, self.config, now, self.ledger, self.locate, [], self._placing_aggregates
+        )
+        return self._top(ctx, 1, False) == [row]
+
+    def _kept_request(self, claim: Claim) -> RequestSpec:
+        """The request ``claim`` was made by, for its one instance: the one kept
+        with it (the last ``_KEPT_REQUESTS`` placements, and every one the
+        journal replays), else its resources and group alone (a claim restored
+        from a snapshot, or an old one)."""
+        uuid = claim.instance_uuid
+        kept = self._requests.get(uuid)
+        if kept is not None and request_fingerprint(kept) == claim.fingerprint:
+            if kept.instance_uuids == [uuid]:
+                return kept
+            return kept.model_copy(update={"instance_uuids": [uuid]})
+        group = None
+        if claim.group_id is not None and claim.fingerprint is not None:
+            policy = json.loads(claim.fingerprint).get("group", [None, None])[1]
+            if isinstance(policy, str):
+                group = ServerGroup.model_validate({"id": claim.group_id, "policy": policy})
+        return RequestSpec(
+            instance_uuids=[uuid],
+            memory_mb=claim.memory_mb,
+            vcpus=claim.vcpus,
+            disk_gb=claim.disk_gb,
+            group=group,
+        )
+
+    def _keep_requests(self, spec: RequestSpec) -> None:
+        """Keep ``spec`` for a reschedule of each of its instances (bounded)."""
+        kept = self._requests
+        for uuid in spec.instance_uuids:
+            kept.pop(uuid, None)
+            kept[uuid] = spec
+        while len(kept) > _KEPT_REQUESTS:
+            del kept[next(iter(kept))]
+
+    def _add_claim(self, claim: Claim) -> None:
+        """Add ``claim`` as :meth:`_claim` does (confirmed if its host lists it)."""
+        self.ledger.add(claim)
+        credits = self.ledger.released.get(claim.row)
+        uuid = claim.instance_uuid
+        if uuid in self.ledger.listed_on(claim.row) and not (credits and uuid in credits):
+            claim.confirmed = True
+        else:
+            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
 
     # -- filtering and weighing -------------------------------------------
 
@@ -905,4 +1341,6 @@ class SchedulerCore:
                     )
                 ).encode()
             )
+        for uuid in sorted(self.ledger.migrations):  # none: the digest of before moves
+            h.update(repr(self.ledger.migrations[uuid]).encode())
         return h.hexdigest()

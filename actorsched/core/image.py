@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from ..models import Aggregate
 from .engine import SchedulerCore
-from .ledger import Claim
+from .ledger import Claim, Migration
 from .table import REPORT_COLUMNS
 
 __all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "CoreImage", "capture"]
@@ -76,6 +76,7 @@ class CoreImage:
     # the allocation ratios each host's report carried (rows with one only)
     reported_ratios: dict[int, tuple[float | None, float | None, float | None]]
     aggregates: list[Aggregate]
+    migrations: tuple[Migration, ...] = ()  # open moves (their holds are claims)
 
     def host_columns(self) -> dict[str, list[Any]]:
         """Every host as the report that rebuilds it, in columns named as
@@ -103,6 +104,22 @@ class CoreImage:
     def aggregate_list(self) -> list[dict[str, Any]]:
         """Every host aggregate as ``{"name", "hosts", "metadata"}``, by name."""
         return [aggregate.model_dump() for aggregate in self.aggregates]
+
+    def migration_list(self) -> list[dict[str, Any]]:
+        """Every open move: its uuids, request, evacuation flag, the group of the
+        instance's source claim and the destination's selection."""
+        return [
+            {
+                "migration_uuid": m.migration_uuid,
+                "instance_uuid": m.instance_uuid,
+                "request": m.request,
+                "evacuate": m.evacuate,
+                "group_id": m.group_id,
+                "host": m.host,
+                "alternates": list(m.alternates),
+            }
+            for m in self.migrations
+        ]
 
     def claim_columns(self) -> dict[str, list[Any]]:
         """Every live claim, one list per name in :data:`CLAIM_COLUMNS`."""
@@ -158,4 +175,5 @@ def capture(core: SchedulerCore) -> CoreImage:
         released={row: dict(credits) for row, credits in core.ledger.released.items()},
         reported_ratios=dict(core.reported_ratios),
         aggregates=core.aggregates.aggregates(),
+        migrations=tuple(core.ledger.migrations.values()),  # frozen: shared, not copied
     )

@@ -33,6 +33,7 @@ __all__ = [
     "NON_RESOURCE_FIELDS",
     "Claim",
     "ClaimLedger",
+    "Migration",
     "asks_resources_only",
     "fingerprint_differences",
     "request_fingerprint",
@@ -246,6 +247,34 @@ class Claim:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """An open move: the source's resources held under ``migration_uuid``.
+
+    The hold itself is a :class:`Claim` keyed by the migration uuid on the
+    source row (so it counts against max_claims, shows in the source's
+    figures and is kept by snapshots as a claim); this records what else a
+    move needs: which instance moves, the request it was asked with (for
+    redeliveries), whether it is an evacuation, the server group of the
+    instance's source claim (given back on revert) and the answer.
+    """
+
+    migration_uuid: str
+    instance_uuid: str
+    request: str  # canonical JSON of what was asked (spec, allow_same_host, evacuate)
+    evacuate: bool
+    group_id: str | None
+    host: str  # the destination chosen
+    alternates: tuple[str, ...]
+
+    @property
+    def selection(self) -> Selection:
+        """The answer the move gave: the destination and its alternates."""
+        return Selection(
+            instance_uuid=self.instance_uuid, host=self.host, alternates=list(self.alternates)
+        )
+
+
 @dataclass(slots=True)
 class ClaimLedger:
     """Claims by uuid, with indexes by host row and by server group."""
@@ -259,6 +288,10 @@ class ClaimLedger:
     # memory at 100k hosts), and the other way round
     listed: dict[int, frozenset[str]] = field(default_factory=dict)
     reported_row: dict[str, int] = field(default_factory=dict)
+    # open moves by migration uuid (each holds a claim of that uuid), and the
+    # migration uuid of each instance moving
+    migrations: dict[str, Migration] = field(default_factory=dict)
+    moving: dict[str, str] = field(default_factory=dict)
 
     def listed_on(self, row: int) -> frozenset[str]:
         """The instances the last report of ``row`` listed."""
@@ -305,6 +338,10 @@ class ClaimLedger:
 
     def drop(self, uuid: str) -> Claim:
         claim = self.claims.pop(uuid)
+        if self.migrations:
+            migration = self.migrations.pop(uuid, None)
+            if migration is not None:  # a hold dropped: its move is over
+                del self.moving[migration.instance_uuid]
         on_row = self.by_row[claim.row]
         on_row.discard(uuid)
         if not on_row:

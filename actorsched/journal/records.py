@@ -32,18 +32,22 @@ from ..actor import Envelope
 from ..core import (
     COMMANDS,
     AddHostToAggregate,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
+    Move,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
+    RevertMove,
     SchedulerCore,
     SelectDestinations,
     UpdateAggregate,
     UpdateHost,
     UpdateHosts,
 )
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, MaxRetriesExceeded
 from ..models import (
     AggregateHostRequest,
     AggregateNameRequest,
@@ -68,6 +72,10 @@ AGGREGATE_UPDATE = "aggregate_update"
 AGGREGATE_DELETE = "aggregate_delete"
 AGGREGATE_ADD_HOST = "aggregate_add_host"
 AGGREGATE_REMOVE_HOST = "aggregate_remove_host"
+MOVE = "move"
+MOVE_CONFIRM = "move_confirm"
+MOVE_REVERT = "move_revert"
+RESCHEDULE = "reschedule"
 KINDS = (
     REPORT,
     CLAIM,
@@ -78,8 +86,12 @@ KINDS = (
     AGGREGATE_DELETE,
     AGGREGATE_ADD_HOST,
     AGGREGATE_REMOVE_HOST,
+    MOVE,
+    MOVE_CONFIRM,
+    MOVE_REVERT,
+    RESCHEDULE,
 )
-_AGGREGATE_KINDS = frozenset(KINDS[4:])
+_AGGREGATE_KINDS = frozenset(KINDS[4:9])
 
 # which commands change state, and so make records, is core.COMMANDS' to say
 _READ_ONLY = tuple(c.command for c in COMMANDS if c.record is None)
@@ -105,11 +117,42 @@ class _ClaimBody(BaseModel):
     selections: list[Selection]
 
 
+class _MoveBody(BaseModel):
+    """A move as asked, and the destination it claimed (replay claims it again)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    instance_uuid: str
+    migration_uuid: str
+    spec: RequestSpec | None = None
+    allow_same_host: bool = False
+    evacuate: bool = False
+    selection: Selection
+
+
+class _RescheduleBody(BaseModel):
+    """A reschedule and the alternate it claimed (None: none was left)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    instance_uuid: str
+    failed_host: str
+    selection: Selection | None = None
+
+
+def _spent(env: Envelope) -> bool:
+    """A reschedule that found no alternate: an error that still freed a claim."""
+    return isinstance(env.command, Reschedule) and isinstance(env.error, MaxRetriesExceeded)
+
+
 def count_changes(batch: Iterable[Envelope]) -> int:
     """How many records ``batch`` makes (cheap: the owner calls it for every batch)."""
     count = 0
     for env in batch:
         command = env.command
+        if env.error is not None and _spent(env):
+            count += 1
+            continue
         if command is None or env.error is not None or isinstance(command, _READ_ONLY):
             continue
         if not isinstance(command, _WRITING):
@@ -129,9 +172,16 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
     out: list[Record] = []
     for env in batch:
         command = env.command
+        now = env.now
+        if env.error is not None and _spent(env):
+            assert isinstance(command, Reschedule)
+            body = _RescheduleBody(
+                instance_uuid=command.instance_uuid, failed_host=command.failed_host
+            ).model_dump_json(exclude_defaults=True)
+            out.append(Record(RESCHEDULE, now, body))
+            continue
         if command is None or env.error is not None:
             continue
-        now = env.now
         if isinstance(command, SelectDestinations):
             selections = ",".join(
                 cast(Selection, s).model_dump_json() for s in _as_list(env.result)
@@ -166,6 +216,26 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
         elif isinstance(command, DeleteAggregate) and env.result is True:
             body = AggregateNameRequest(name=command.name).model_dump_json()
             out.append(Record(AGGREGATE_DELETE, now, body))
+        elif isinstance(command, Move):
+            body = _MoveBody(
+                instance_uuid=command.instance_uuid,
+                migration_uuid=command.migration_uuid,
+                spec=command.spec,
+                allow_same_host=command.allow_same_host,
+                evacuate=command.evacuate,
+                selection=cast(Selection, env.result),
+            ).model_dump_json(exclude_defaults=True)
+            out.append(Record(MOVE, now, body))
+        elif isinstance(command, Reschedule):
+            body = _RescheduleBody(
+                instance_uuid=command.instance_uuid,
+                failed_host=command.failed_host,
+                selection=cast(Selection, env.result),
+            ).model_dump_json()
+            out.append(Record(RESCHEDULE, now, body))
+        elif isinstance(command, ConfirmMove | RevertMove) and env.result is True:
+            kind = MOVE_CONFIRM if isinstance(command, ConfirmMove) else MOVE_REVERT
+            out.append(Record(kind, now, json.dumps(command.migration_uuid)))
         elif isinstance(command, AddHostToAggregate | RemoveHostFromAggregate):
             kind = (
                 AGGREGATE_ADD_HOST
@@ -192,6 +262,14 @@ def apply(core: SchedulerCore, record: Record) -> None:
             core.remove_host(_string(body), now)
         elif kind in _AGGREGATE_KINDS:
             _apply_aggregate(core, kind, body)
+        elif kind == MOVE:
+            _apply_move(core, _MoveBody.model_validate_json(body), now)
+        elif kind == MOVE_CONFIRM:
+            core.confirm_move(_string(body), now)
+        elif kind == MOVE_REVERT:
+            core.revert_move(_string(body), now)
+        elif kind == RESCHEDULE:
+            _apply_reschedule(core, _RescheduleBody.model_validate_json(body), now)
         else:
             raise ValueError(f"unknown record kind {kind!r}; known kinds are {list(KINDS)}")
     except ValidationError as exc:
@@ -218,6 +296,40 @@ def _apply_aggregate(core: SchedulerCore, kind: str, body: str) -> None:
                 core.remove_host_from_aggregate(member.name, member.host)
     except InvalidRequest as exc:
         log.debug("replayed %s record changed nothing: %s", kind, exc)
+
+
+def _apply_move(core: SchedulerCore, move: _MoveBody, now: float) -> None:
+    """Replay a move: claim the destination it claimed (choosing nothing). A move
+    the state already holds (the same record applied twice) changes nothing."""
+    try:
+        core.move(
+            move.instance_uuid,
+            move.migration_uuid,
+            move.spec,
+            now,
+            allow_same_host=move.allow_same_host,
+            evacuate=move.evacuate,
+            placed=move.selection,
+        )
+    except InvalidRequest as exc:
+        log.debug("replayed move record changed nothing: %s", exc)
+
+
+def _apply_reschedule(core: SchedulerCore, asked: _RescheduleBody, now: float) -> None:
+    """Replay a reschedule: claim the alternate it claimed, or none. One the state
+    already holds (the same record applied twice) changes nothing."""
+    try:
+        core.reschedule(
+            asked.instance_uuid,
+            asked.failed_host,
+            now,
+            placed=asked.selection,
+            spent=asked.selection is None,
+        )
+    except MaxRetriesExceeded:
+        pass  # as it was: the claim freed, none made
+    except InvalidRequest as exc:
+        log.debug("replayed reschedule record changed nothing: %s", exc)
 
 
 def _string(body: str) -> str:

@@ -9,6 +9,9 @@ Rules this module keeps:
   it, its selection and its request's fingerprint; per released instance
   its credit; per host aggregate its name, hosts and metadata. Rows, zone
   ids and trait bits never appear, so a snapshot outlives table changes.
+  Per open move (format 5) its migration and instance uuids, what was
+  asked, whether it evacuates, the source claim's server group and the
+  destination's selection; its hold is a claim keyed by the migration uuid.
   A host's zone and ratios are those its report carried: the aggregates'
   zone and ratios come back with the aggregates.
 * A fingerprint is ``request_fingerprint``'s text: a change to what that
@@ -28,20 +31,22 @@ from typing import Any
 
 from ..core import SchedulerCore
 from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, CoreImage
+from ..core.ledger import Migration
 from ..models import Aggregate, HostReport, RequestSpec, Selection, ServerGroup
 
 __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
+# 5: as 4, and the open moves (their holds are claims keyed by migration uuid);
 # 4: as 3, and the host aggregates, and each host's reported allocation
 # ratios (HostReport's *_allocation_ratio columns) and node; 3: as 2, and each
 # claim's request fingerprint; 2: hosts, claims and credits as columns (one
 # JSON list per field); 1: one object per host, claim and credit. 1, 2 and 3
 # are still read (no aggregates, no host ratios, nodes named as their hosts;
 # 1 and 2 have no fingerprints).
-SNAPSHOT_FORMAT = 4
-_READ = (1, 2, 3, SNAPSHOT_FORMAT)
+SNAPSHOT_FORMAT = 5
+_READ = (1, 2, 3, 4, SNAPSHOT_FORMAT)
 _HOST_FIELDS = tuple(HostReport.model_fields)
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 _HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f not in (*_RATIO_FIELDS, "node"))
@@ -61,6 +66,7 @@ def encode(image: CoreImage) -> str:
             "claims": image.claim_columns(),
             "released": image.credit_columns(),
             "aggregates": image.aggregate_list(),
+            "moves": image.migration_list(),
         },
         separators=(",", ":"),
     )
@@ -118,6 +124,14 @@ def restore(core: SchedulerCore, text: str) -> None:
         selection = Selection(instance_uuid=credit["instance_uuid"], host=credit["host"])
         core.restore_claims(spec, [selection], 0.0, from_spec=False)
         core.release(credit["instance_uuid"], 0.0)
+    moves = data.get("moves", []) if data["format"] >= 5 else []
+    # a move's hold and destination are settled by restore_migration, after
+    moving = {
+        uuid
+        for entry in moves
+        if isinstance(entry, dict)
+        for uuid in (entry.get("migration_uuid"), entry.get("instance_uuid"))
+    }
     for claim in claims:
         selection = Selection.model_validate(claim["selection"])
         fingerprint = claim.get("fingerprint")
@@ -133,13 +147,44 @@ def restore(core: SchedulerCore, text: str) -> None:
         restored = core.ledger.claims.get(claim["instance_uuid"])
         if restored is None:
             raise ValueError(f"claim {claim['instance_uuid']!r} names an unknown host")
-        if restored.confirmed != claim["confirmed"]:
+        if restored.confirmed != claim["confirmed"] and claim["instance_uuid"] not in moving:
             log.warning(
                 "claim %s restored as %s but the snapshot says %s",
                 claim["instance_uuid"],
                 "confirmed" if restored.confirmed else "assumed",
                 "confirmed" if claim["confirmed"] else "assumed",
             )
+    _restore_moves(core, moves)
+
+
+def _restore_moves(core: SchedulerCore, entries: Any) -> None:
+    if not isinstance(entries, list):
+        raise ValueError("snapshot moves must be a list")
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ValueError("a snapshot move must be an object")
+        alternates = entry["alternates"]
+        texts = [entry[k] for k in ("migration_uuid", "instance_uuid", "request", "host")]
+        if not all(isinstance(t, str) for t in [*texts, *alternates]) or not isinstance(
+            entry["evacuate"], bool
+        ):
+            raise ValueError(f"snapshot move {str(entry)[:80]!r} does not parse")
+        group_id = entry["group_id"]
+        if group_id is not None and not isinstance(group_id, str):
+            raise ValueError(f"snapshot move {entry['migration_uuid']!r}: group_id not text")
+        if entry["migration_uuid"] not in core.ledger.claims:
+            raise ValueError(f"snapshot move {entry['migration_uuid']!r} holds no claim")
+        core.restore_migration(
+            Migration(
+                entry["migration_uuid"],
+                entry["instance_uuid"],
+                entry["request"],
+                entry["evacuate"],
+                group_id,
+                entry["host"],
+                tuple(alternates),
+            )
+        )
 
 
 def _spec(uuid: str, figures: dict[str, Any], group_id: str | None) -> RequestSpec:

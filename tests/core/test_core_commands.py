@@ -17,16 +17,20 @@ from actorsched.core import (
     COMMANDS,
     AddHostToAggregate,
     Command,
+    ConfirmMove,
     CreateAggregate,
     DeleteAggregate,
     GetAggregates,
     GetClaims,
     GetHostStates,
     Locate,
+    Move,
     PlanPlacement,
     Release,
     RemoveHost,
     RemoveHostFromAggregate,
+    Reschedule,
+    RevertMove,
     SelectDestinations,
     UpdateAggregate,
     UpdateHost,
@@ -68,6 +72,10 @@ def _applied(core_command: Command[Any]) -> Envelope:
     core.select_destinations(make_spec("vm-held"), 1.0)
     core.create_aggregate("agg-held", {"ssd": "true"}, ["h1"])
     core.create_aggregate("agg-empty")
+    core.select_destinations(make_spec("vm-moving"), 1.0)
+    core.move("vm-moving", "mig-held", None, 1.0, allow_same_host=True)
+    core.update_host(make_report("h0", memory_mb=65536), 1.0)
+    assert core.select_destinations(make_spec("vm-failing"), 1.0)[0].alternates == ["h1"]
     envelope = Envelope(core_command, asyncio.get_running_loop().create_future())
     envelope.now = 2.0
     envelope.result = core.handle(core_command, 2.0)
@@ -90,6 +98,10 @@ _ONE_OF_EACH: dict[type[Command[Any]], Command[Any]] = {
     AddHostToAggregate: AddHostToAggregate("agg-held", "h9"),
     RemoveHostFromAggregate: RemoveHostFromAggregate("agg-held", "h1"),
     GetAggregates: GetAggregates(),
+    Move: Move("vm-held", "mig-new", allow_same_host=True),
+    ConfirmMove: ConfirmMove("mig-held"),
+    RevertMove: RevertMove("mig-held"),
+    Reschedule: Reschedule("vm-failing", "h0"),
 }
 
 

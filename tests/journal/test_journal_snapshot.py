@@ -1,5 +1,5 @@
-"""Snapshot text: columns (format 4) round-trip; formats 1, 2 and 3 still restore (1 and
-2 with unknown request fingerprints; none with aggregates, host ratios or nodes); bad
+"""Snapshot text: columns (format 5) round-trip; formats 1 to 4 still restore (1 and 2
+with unknown request fingerprints; none with aggregates, host ratios or nodes); bad
 columns fail."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 4
+    assert data["format"] == SNAPSHOT_FORMAT == 5
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
     assert data["hosts"]["node"] == [None, "c-node"]  # None: named as its host
     assert sorted(data["claims"]["instance_uuid"]) == ["vm1", "vm3"]
@@ -154,7 +154,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=5), "unknown snapshot format"),
+        (lambda d: d.update(format=6), "unknown snapshot format"),
         (lambda d: d["hosts"].pop("node"), "snapshot hosts must have exactly the columns"),
         (lambda d: d["claims"].pop("fingerprint"), "snapshot claims must have exactly"),
     ],
