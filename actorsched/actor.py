@@ -393,11 +393,12 @@ class Owner:
     # -- waiting placements ---------------------------------------------------
 
     def _wait(self, env: Envelope, exc: NoValidHost) -> bool:
-        """Keep a placement that fits nowhere waiting, if it asks to; else fail it."""
+        """Keep a placement that fits nowhere waiting, if it asks to; else fail it.
+
+        Only ``select_destinations`` waits: a move or a reschedule that finds no
+        host (NoValidHost, MaxRetriesExceeded) fails at once."""
         command = env.command
-        assert isinstance(command, SelectDestinations)  # only a placement raises NoValidHost
-        wait = command.spec.wait
-        if not wait:
+        if not isinstance(command, SelectDestinations) or not command.spec.wait:
             env.error = exc
             return False
         if len(self._waiters) >= self._max_waiting_requests:
@@ -415,7 +416,9 @@ class Owner:
             return False
         waiter = _Waiter((-command.spec.priority, next(self._arrivals)), env, exc, self._freed)
         bisect.insort(self._waiters, waiter, key=_order)
-        waiter.timer = asyncio.get_running_loop().call_later(wait, self._expire, waiter)
+        waiter.timer = asyncio.get_running_loop().call_later(
+            command.spec.wait, self._expire, waiter
+        )
         env.future.add_done_callback(lambda _: self._drop(waiter))
         return True
 

@@ -342,3 +342,38 @@ async def test_a_row_with_room_for_one_instance_wakes_a_request_for_several() ->
         async with asyncio.timeout(TIMEOUT):
             hosts = sorted(sel.host for sel in await waiter)
         assert hosts == sorted([free, first[0].host])
+
+
+async def test_a_confirmed_move_wakes_the_request_that_waited_for_its_source() -> None:
+    # h1 and h2 each take one 3,000 MB instance. vm-a moves h1 -> h2: the
+    # source stays held under the migration uuid, so vm-b fits nowhere and
+    # waits; confirming the move frees h1 and places vm-b there.
+    async with Scheduler(CONFIG) as s:
+        await s.update_host(make_report("h1"))
+        await s.update_host(make_report("h2"))
+        (placed,) = await s.select_destinations(make_spec("vm-a", memory_mb=3000))
+        source = placed.host
+        moved = await s.move("vm-a", "mig-1")
+        assert moved.host != source
+        waiting = asyncio.ensure_future(
+            s.select_destinations(make_spec("vm-b", memory_mb=3000), wait=TIMEOUT)
+        )
+        await until_waiting(s, 1)
+        assert await s.confirm_move("mig-1")
+        (woken,) = await asyncio.wait_for(waiting, TIMEOUT)
+        assert woken.host == source
+        assert s.pending_requests == 0
+
+
+async def test_a_move_or_reschedule_that_finds_no_host_fails_at_once_and_the_owner_lives_on() -> (
+    None
+):
+    async with Scheduler(CONFIG) as s:
+        await s.update_host(make_report("h1"))
+        await s.select_destinations(make_spec("vm-a"))
+        with pytest.raises(NoValidHost):  # no other host to move to
+            await s.move("vm-a", "mig-1")
+        with pytest.raises(NoValidHost):  # MaxRetriesExceeded: no alternate left
+            await s.reschedule("vm-a", "h1")
+        (placed,) = await s.select_destinations(make_spec("vm-b"))  # the owner still answers
+        assert placed.host == "h1"
