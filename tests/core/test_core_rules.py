@@ -7,10 +7,18 @@ import pytest
 from conftest import make_config, make_core, make_report, make_spec
 from numpy.typing import NDArray
 
-from actorsched import Destination, NoValidHost, SchedulerConfig, Selection
+from actorsched import (
+    Destination,
+    InvalidRequest,
+    MaxRetriesExceeded,
+    NoValidHost,
+    SchedulerConfig,
+    Selection,
+)
 from actorsched.core import HostTable, PlacementContext, SchedulerCore
 from actorsched.core.image import capture
 from actorsched.core.views import host_state
+from actorsched.journal.snapshot import encode, restore
 
 DOWN = 60.0  # service_down_time in these tests
 
@@ -350,3 +358,74 @@ def test_a_host_that_fails_row_ok_is_never_ranked_on_the_full_mask_path() -> Non
     spec = make_spec("vm-1", ignore_hosts=["h0"])
     (selection,) = core.select_destinations(spec, 1.0)
     assert (selection.host, selection.alternates) == ("h1", ["h2", "h3"])
+
+
+def test_a_repeat_with_other_extra_specs_is_refused_naming_extra_specs() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.select_destinations(make_spec("vm-1", extra_specs={"ssd": "true"}), 1.0)
+    with pytest.raises(InvalidRequest, match=r'extra_specs \{"ssd": "true"\} then, none now'):
+        core.select_destinations(make_spec("vm-1"), 2.0)
+
+
+def test_a_requested_destination_node_that_is_not_known_is_named() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    spec = make_spec("vm-1", requested_destination=Destination(node="no-such-node"))
+    with pytest.raises(NoValidHost, match="requested_destination node 'no-such-node' is not known"):
+        core.select_destinations(spec, 1.0)
+
+
+def _through_a_snapshot(core: SchedulerCore) -> SchedulerCore:
+    again = make_core(core.config)
+    restore(again, encode(capture(core)))
+    return again
+
+
+def test_a_reschedule_after_a_snapshot_still_keeps_the_claims_server_group() -> None:
+    # vm-b, vm-a and vm-c in one anti-affinity group, one per host; vm-a's one
+    # alternate (h3) now holds vm-c. The snapshot keeps no request, so the
+    # group comes from the claim itself: the alternate is refused.
+    core = make_core(make_config(max_attempts=2))
+    for host in ("h1", "h2", "h3"):
+        core.update_host(make_report(host), 1.0)
+    group = ("g1", "anti-affinity")
+    assert core.select_destinations(make_spec("vm-b", group=group), 1.0)[0].host == "h1"
+    (placed,) = core.select_destinations(make_spec("vm-a", group=group), 1.0)
+    assert (placed.host, placed.alternates) == ("h2", ["h3"])
+    assert core.select_destinations(make_spec("vm-c", group=group), 1.0)[0].host == "h3"
+    again = _through_a_snapshot(core)
+    with pytest.raises(MaxRetriesExceeded):
+        again.reschedule("vm-a", "h2", 2.0)
+
+
+def test_an_open_move_survives_a_snapshot_and_confirms_after_it() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    source = core.select_destinations(make_spec("vm-a", memory_mb=3000), 1.0)[0].host
+    moved = core.move("vm-a", "mig-1", None, 2.0)
+    assert moved.host != source
+    again = _through_a_snapshot(core)
+    assert again.digest() == core.digest()
+    assert _free_ram(again, source) == 1096  # the source still held
+    assert again.confirm_move("mig-1", 3.0)
+    assert _free_ram(again, source) == 4096
+
+
+def test_a_same_host_resize_listed_by_its_host_survives_a_snapshot_with_both_flavors_held() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", memory_mb=8192), 1.0)
+    core.select_destinations(make_spec("vm-a", memory_mb=1000), 1.0)
+    bigger = make_spec("vm-a", memory_mb=2000)
+    assert core.move("vm-a", "mig-1", bigger, 2.0, allow_same_host=True).host == "h1"
+    # the host lists the instance, at its old flavor: both flavors stay held
+    core.update_host(
+        make_report("h1", generation=2, memory_mb=8192, memory_mb_used=1000, instances=["vm-a"]),
+        3.0,
+    )
+    held = _free_ram(core, "h1")
+    assert held == 8192 - 1000 - 2000
+    again = _through_a_snapshot(core)
+    assert _free_ram(again, "h1") == held
+    assert again.digest() == core.digest()
