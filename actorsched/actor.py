@@ -161,6 +161,7 @@ class Owner:
         self._pending_commits: set[asyncio.Task[None]] = set()
         self.stats = _Stats()
         self.observer = observer
+        self._current: list[Envelope] = []  # the batch being applied
         # placements waiting for room, in the order they are tried (-priority, arrival)
         self._waiters: list[_Waiter] = []
         self._max_waiting_requests = max_waiting_requests
@@ -339,6 +340,7 @@ class Owner:
             batch = [await queue.get()]
             while len(batch) < self._max_batch and not queue.empty():
                 batch.append(queue.get_nowait())
+            self._current = batch  # failed at once if the owner dies on it
             self._let_in()
             applied: list[Envelope] = []
             for index, env in enumerate(batch):
@@ -373,6 +375,7 @@ class Owner:
                 self._wake(applied)
             self.stats.handled += len(applied)
             self.stats.batches += 1
+            self._current = []
             if self._sink is None:
                 _answer(applied)
                 self._observe(applied, None)
@@ -576,9 +579,14 @@ class Owner:
 
     def _on_owner_done(self, task: asyncio.Task[None]) -> None:
         self._closed = True
+        died = None if task.cancelled() else task.exception()
+        # the batch it died on: applied or not, never answered nor made durable
+        for env in self._current:
+            _fail(env.future, SchedulerStopped(f"the scheduler's owner task died: {died!r}"))
+        self._current = []
         self._fail_queued()
-        if not task.cancelled() and task.exception() is not None:
-            log.error("scheduler owner task died", exc_info=task.exception())
+        if died is not None:
+            log.error("scheduler owner task died", exc_info=died)
 
 
 def _order(waiter: _Waiter) -> tuple[int, int]:

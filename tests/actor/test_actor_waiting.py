@@ -6,6 +6,7 @@ then arrival order; NoValidHost at its ``wait``; a bounded line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -377,3 +378,28 @@ async def test_a_move_or_reschedule_that_finds_no_host_fails_at_once_and_the_own
             await s.reschedule("vm-a", "h1")
         (placed,) = await s.select_destinations(make_spec("vm-b"))  # the owner still answers
         assert placed.host == "h1"
+
+
+class _Crash(BaseException):
+    """Not an Exception: nothing in the owner catches it."""
+
+
+class _CrashingFilter:
+    name = "Crashing"
+
+    def filter_all(self, table: Any, ctx: Any) -> None:
+        raise _Crash("a plug-in gone wrong")
+
+
+async def test_a_caller_whose_batch_kills_the_owner_is_failed_at_once() -> None:
+    s = Scheduler(CONFIG, filters=[_CrashingFilter()])
+    await s.start()
+    try:
+        await s.update_host(make_report("h1"))
+        with pytest.raises(SchedulerStopped, match="owner task died: _Crash"):
+            await asyncio.wait_for(s.select_destinations(make_spec("vm-a")), TIMEOUT)
+        with pytest.raises(SchedulerStopped):  # and every later call, at once
+            await asyncio.wait_for(s.select_destinations(make_spec("vm-b")), TIMEOUT)
+    finally:
+        with contextlib.suppress(BaseException):
+            await s.stop()
