@@ -207,6 +207,22 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     rows.extend(_realistic_targets(results.get("realistic")))
+    waiting = results.get("waiting")
+    wake = waiting.get("wake_p99_ms") if waiting else None
+    rows.append(
+        _target(
+            "waiting requests: wake-up p99",
+            "<= 10 ms",
+            wake,
+            wake <= 10.0 if wake is not None else None,
+            f"{waiting['waiting_share']:.0%} of {waiting['requests']:,} requests wait for room "
+            f"at {waiting['hosts']:,} hosts, {waiting['callers']} callers: p50 "
+            f"{waiting['wake_p50_ms']:.2f} ms; {_fmt(waiting['placements_per_s'])} placements/s, "
+            f"{waiting['ratio']:.2f} of the same requests with none waiting"
+            if waiting
+            else "",
+        )
+    )
     return rows
 
 
@@ -349,7 +365,15 @@ def format_summary(results: dict[str, Any]) -> str:
             f"memory, {memory['hosts']:,.0f} hosts: +{memory['rss_delta_mib']:.1f} MiB "
             f"(process {memory['rss_before_mib']:.0f} -> {memory['rss_after_mib']:.0f} MiB)"
         )
-    for key in ("journal", "amqp", "failover", "host_states_stall", "trait_flood", "body_flood"):
+    for key in (
+        "journal",
+        "amqp",
+        "failover",
+        "host_states_stall",
+        "trait_flood",
+        "body_flood",
+        "waiting",
+    ):
         part = results.get(key)
         if part:
             shown = ", ".join(f"{k} {_shown(v)}" for k, v in part.items())

@@ -67,6 +67,7 @@ from .realbench import DEFAULT_NOVA_PYTHON, realistic_section
 from .realistic import Components
 from .report import evaluate_targets, format_summary
 from .stall import host_states_stall
+from .waiting import run_waiting
 from .workload import bench_config, capacity_requests, make_reports, make_specs, next_generation
 
 __all__ = ["add_arguments", "main"]
@@ -158,6 +159,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="host counts of the realistic workload, filled to 90%% (default 1000,10000)",
     )
     parser.add_argument("--no-realistic", action="store_true", help="skip the realistic workload")
+    parser.add_argument(
+        "--no-waiting", action="store_true", help="skip the waiting requests (wake-up latency)"
+    )
     parser.add_argument(
         "--realistic-repeat",
         type=int,
@@ -458,6 +462,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
     n += 0 if args.no_realistic else 1
+    n += 0 if args.no_waiting else 1
     return n
 
 
@@ -654,6 +659,16 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                     nova_budget=plan.nova_budget,
                     crosscheck_hosts=20 if args.quick else 100,
                 ),
+            )
+            progress.advance()
+
+        if not args.no_waiting:
+            hosts, requests = (100, 1_000) if args.quick else (1_000, 20_000)
+            progress.step(f"waiting requests: 10% of {requests:,} wait for room, {hosts:,} hosts")
+            results["waiting"] = await _optional(
+                "waiting requests",
+                notes,
+                run_waiting(hosts, requests, repeat=1 if args.quick else plan.repeat),
             )
             progress.advance()
 

@@ -96,9 +96,22 @@ def test_host_reports_and_memory_are_sane(results: dict[str, object]) -> None:
 def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
-    # the core and journal issues', fail-over, stall, two floods, the realistic mix's two
-    assert len(targets) == 14
+    # the core and journal issues', fail-over, stall, two floods, the realistic mix's two,
+    # the waiting requests' wake-up
+    assert len(targets) == 15
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
+
+
+def test_waiting_bench_ran(results: dict[str, object]) -> None:
+    waiting = results["waiting"]
+    assert isinstance(waiting, dict), waiting
+    assert waiting["hosts"] == 100
+    assert waiting["requests"] == 1_000
+    assert waiting["waiting_requests"] > 0
+    assert waiting["placements_per_s"] > 0
+    assert waiting["plain_placements_per_s"] > 0
+    assert waiting["wake_p50_ms"] is not None
+    assert waiting["wake_p99_ms"] >= waiting["wake_p50_ms"]
 
 
 def test_journal_bench_ran(results: dict[str, object]) -> None:
