@@ -74,7 +74,8 @@ class HostFilter(Protocol):
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None: ...
 
 
-def _rows_mask(table: HostTable, rows: object, value: bool) -> BoolColumn:
+def rows_mask(table: HostTable, rows: object, value: bool) -> BoolColumn:
+    """One bool per row: ``value`` on ``rows`` (ints), the opposite elsewhere."""
     mask = np.full(table.n, not value, dtype=np.bool_)
     idx = (
         rows if isinstance(rows, np.ndarray) else np.fromiter(rows, dtype=np.intp)  # type: ignore[call-overload]
@@ -335,7 +336,7 @@ class SameHostFilter:
         if not ctx.spec.same_host:
             return None
         rows = {r for r in map(ctx.locate, ctx.spec.same_host) if r is not None}
-        return _rows_mask(table, rows, True)
+        return rows_mask(table, rows, True)
 
 
 class DifferentHostFilter:
@@ -347,7 +348,7 @@ class DifferentHostFilter:
         if not ctx.spec.different_host:
             return None
         rows = {r for r in map(ctx.locate, ctx.spec.different_host) if r is not None}
-        return _rows_mask(table, rows, False)
+        return rows_mask(table, rows, False)
 
 
 def group_members(
@@ -390,7 +391,7 @@ class ServerGroupAffinityFilter:
         members = group_members(table, ctx, "affinity")
         if members is None:
             return None
-        return _rows_mask(table, members[0], True)
+        return rows_mask(table, members[0], True)
 
 
 class ServerGroupAntiAffinityFilter:
@@ -409,7 +410,7 @@ class ServerGroupAntiAffinityFilter:
         rows, counts = members
         limit = group.max_server_per_host
         if limit is None or limit == 1:
-            return _rows_mask(table, rows, False)
+            return rows_mask(table, rows, False)
         on_row = np.zeros(table.n, dtype=np.int64)
         np.add.at(on_row, rows, counts)
         passed: BoolColumn = on_row < limit

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import operator
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -47,6 +47,7 @@ from .filters import (
     PlacementContext,
     RamFilter,
     ResourceFilter,
+    rows_mask,
 )
 from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .weighers import (
@@ -204,13 +205,16 @@ class Ranker:
 
     def _ignored(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
         """``ignore_hosts``: False for each host named there, ignoring case (as Nova)."""
-        if not ctx.spec.ignore_hosts:
+        return self._named(ctx.spec.ignore_hosts, self.table.rows_named, False)
+
+    def _named(
+        self, names: Sequence[str], rows_of: Callable[[str], list[int]], value: bool
+    ) -> NDArray[np.bool_] | None:
+        """``value`` for the rows ``rows_of`` finds for each of ``names``, the
+        opposite elsewhere; None (no say) when ``names`` is empty."""
+        if not names:
             return None
-        table = self.table
-        mask = np.ones(table.n, dtype=np.bool_)
-        for host in ctx.spec.ignore_hosts:
-            mask[table.rows_named(host)] = False
-        return mask
+        return rows_mask(self.table, [row for name in names for row in rows_of(name)], value)
 
     def _destination(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
         """``requested_destination``: True for the host and/or node it names (exact
@@ -226,29 +230,15 @@ class Ranker:
         if destination.node is not None:
             on_node = set(table.rows_of_node(destination.node))
             rows = on_node if rows is None else rows & on_node
-        mask = np.zeros(table.n, dtype=np.bool_)
-        mask[sorted(rows or ())] = True
-        return mask
+        return rows_mask(table, sorted(rows or ()), True)
 
     def _forced_hosts(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
         """``force_hosts``: True for each host named there, ignoring case (as Nova)."""
-        if not ctx.spec.force_hosts:
-            return None
-        table = self.table
-        mask = np.zeros(table.n, dtype=np.bool_)
-        for host in ctx.spec.force_hosts:
-            mask[table.rows_named(host)] = True
-        return mask
+        return self._named(ctx.spec.force_hosts, self.table.rows_named, True)
 
     def _forced_nodes(self, ctx: PlacementContext) -> NDArray[np.bool_] | None:
         """``force_nodes``: True for each row on a node named there (exact, as Nova)."""
-        if not ctx.spec.force_nodes:
-            return None
-        table = self.table
-        mask = np.zeros(table.n, dtype=np.bool_)
-        for node in ctx.spec.force_nodes:
-            mask[table.rows_of_node(node)] = True
-        return mask
+        return self._named(ctx.spec.force_nodes, self.table.rows_of_node, True)
 
     def _forced(self, ctx: PlacementContext) -> NDArray[np.bool_]:
         """The rows a forcing request may take: Nova's steps (the requested
