@@ -181,128 +181,117 @@ assert len(_ALL_NAMES) == len(set(_ALL_NAMES)), "one environment variable per se
 
 @dataclass(frozen=True)
 class Flag:
-    """A ``serve`` flag for one setting."""
+    """A command-line flag for one setting: ``--`` and the field's name with dashes,
+    unless ``option`` names it otherwise."""
 
-    option: str
     section: str
     field: str
     help: str
     kind: Literal["value", "switch", "list"] = "value"
+    option: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.option:
+            object.__setattr__(self, "option", "--" + self.field.replace("_", "-"))
 
 
 FLAGS: tuple[Flag, ...] = (
-    Flag("--amqp-url", "service", "amqp_url", "broker URL"),
-    Flag("--queue", "service", "queue", "request queue to consume"),
-    Flag("--prefetch", "service", "prefetch", "deliveries in flight at most (<= mailbox size)"),
+    Flag("service", "amqp_url", "broker URL"),
+    Flag("service", "queue", "request queue to consume"),
+    Flag("service", "prefetch", "deliveries in flight at most (<= mailbox size)"),
     Flag(
-        "--max-body-bytes",
         "service",
         "max_body_bytes",
         "larger messages are cut and dead-lettered as they arrive",
     ),
     Flag(
-        "--max-reply-bytes",
         "service",
         "max_reply_bytes",
         "larger replies are refused with InvalidRequest",
     ),
-    Flag("--delivery-limit", "service", "delivery_limit", "x-delivery-limit of the quorum queue"),
+    Flag("service", "delivery_limit", "x-delivery-limit of the quorum queue"),
     Flag(
-        "--metrics-port",
         "service",
         "metrics_port",
         "serve /metrics, /healthz and /readyz on this port (default: off)",
     ),
     Flag(
-        "--metrics-host",
         "service",
         "metrics_host",
         "address the metrics endpoint binds (no authentication: keep it behind your firewall)",
     ),
     Flag(
-        "--drain-timeout",
         "service",
         "drain_timeout",
         "seconds to finish in-flight requests on SIGTERM/SIGINT",
     ),
     Flag(
-        "--journal",
         "service",
         "journal",
         "SQLite file path, or a postgresql:// URL shared "
         "by an active/standby pair (default: a file in the state directory)",
     ),
     Flag(
-        "--no-journal",
         "service",
         "no_journal",
         "keep state in memory only: a restart forgets every claim",
         kind="switch",
     ),
+    Flag("service", "shard", "name of this scheduler's state in a postgresql:// journal"),
     Flag(
-        "--shard", "service", "shard", "name of this scheduler's state in a postgresql:// journal"
-    ),
-    Flag(
-        "--follow-interval",
         "service",
         "follow_interval",
         "seconds between a standby's reads of the journal",
     ),
     Flag(
-        "--connect-timeout",
         "service",
         "connect_timeout",
         "seconds to keep trying the broker at start",
     ),
-    Flag("--log-level", "service", "log_level", "DEBUG, INFO, WARNING or ERROR"),
-    Flag("--log-format", "service", "log_format", "text, or json for log pipelines"),
-    Flag("--mailbox-size", "scheduler", "mailbox_size", "the owner's bounded mailbox"),
+    Flag("service", "log_level", "DEBUG, INFO, WARNING or ERROR"),
+    Flag("service", "log_format", "text, or json for log pipelines"),
+    Flag("scheduler", "mailbox_size", "the owner's bounded mailbox"),
     Flag(
-        "--max-waiting",
         "scheduler",
         "max_waiting",
         "messages that may wait for room while the mailbox is full",
     ),
     Flag(
-        "--max-waiting-requests",
         "scheduler",
         "max_waiting_requests",
         "placement requests that may wait for room (RequestSpec.wait)",
     ),
-    Flag("--ram-allocation-ratio", "scheduler", "ram_allocation_ratio", "RAM overcommit"),
-    Flag("--cpu-allocation-ratio", "scheduler", "cpu_allocation_ratio", "vCPU overcommit"),
-    Flag("--disk-allocation-ratio", "scheduler", "disk_allocation_ratio", "disk overcommit"),
+    Flag("scheduler", "ram_allocation_ratio", "RAM overcommit"),
+    Flag("scheduler", "cpu_allocation_ratio", "vCPU overcommit"),
+    Flag("scheduler", "disk_allocation_ratio", "disk overcommit"),
     Flag(
-        "--enabled-filters",
         "scheduler",
         "enabled_filters",
         "comma-separated filter names",
         kind="list",
     ),
     Flag(
-        "--host-subset-size",
         "scheduler",
         "host_subset_size",
         "pick at random among this many best hosts",
     ),
-    Flag("--max-attempts", "scheduler", "max_attempts", "the chosen host and its alternates"),
+    Flag("scheduler", "max_attempts", "the chosen host and its alternates"),
     Flag(
-        "--service-down-time",
         "scheduler",
         "service_down_time",
         "seconds of silence after which a host is down",
     ),
-    Flag("--claim-timeout", "scheduler", "claim_timeout", "seconds an unreported claim is held"),
-    Flag("--host", "agent", "host", "the name to report (default: this machine's)"),
-    Flag("--availability-zone", "agent", "availability_zone", "the zone to report"),
-    Flag("--traits", "agent", "traits", "comma-separated traits to report", kind="list"),
-    Flag("--disabled", "agent", "enabled", "report the host disabled", kind="switch"),
-    Flag("--interval", "agent", "interval", "seconds between reports"),
-    Flag("--rounds", "agent", "rounds", "reports to send, then stop (default: until stopped)"),
-    Flag("--disk-path", "agent", "disk_path", "the file system whose size to report"),
-    Flag("--memory-mb-reserved", "agent", "memory_mb_reserved", "memory kept for the host"),
-    Flag("--instances-file", "agent", "instances_file", "a JSON list of the instances here"),
-    Flag("--instances-command", "agent", "instances_command", "a command printing that list"),
+    Flag("scheduler", "claim_timeout", "seconds an unreported claim is held"),
+    Flag("agent", "host", "the name to report (default: this machine's)"),
+    Flag("agent", "availability_zone", "the zone to report"),
+    Flag("agent", "traits", "comma-separated traits to report", kind="list"),
+    Flag("agent", "enabled", "report the host disabled", kind="switch", option="--disabled"),
+    Flag("agent", "interval", "seconds between reports"),
+    Flag("agent", "rounds", "reports to send, then stop (default: until stopped)"),
+    Flag("agent", "disk_path", "the file system whose size to report"),
+    Flag("agent", "memory_mb_reserved", "memory kept for the host"),
+    Flag("agent", "instances_file", "a JSON list of the instances here"),
+    Flag("agent", "instances_command", "a command printing that list"),
 )
 # the flags of each command
 SERVE_FLAGS = tuple(f.option for f in FLAGS if f.section != "agent")
