@@ -73,9 +73,14 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def ask(args: argparse.Namespace, call: Callable[[SchedulerClient], Awaitable[T]]) -> T | None:
-    """``call`` on a client of the configured scheduler; None (and one line) when it fails."""
-    chosen = settings.load(args)
+def ask(
+    args: argparse.Namespace,
+    call: Callable[[SchedulerClient], Awaitable[T]],
+    chosen: settings.Settings | None = None,
+) -> T | None:
+    """``call`` on a client of the configured scheduler (``chosen``, else the settings
+    of ``args``); None (and one line) when it fails."""
+    chosen = chosen if chosen is not None else settings.load(args)
 
     async def run() -> T:
         client = SchedulerClient(
@@ -125,13 +130,14 @@ def hosts_main(args: argparse.Namespace) -> int:
     async def fetch(client: SchedulerClient) -> dict[str, HostState]:
         return await client.host_states()
 
-    states = ask(args, fetch)
+    chosen = settings.load(args)
+    states = ask(args, fetch, chosen)
     if states is None:
         return 1
     if args.json:
         print(json.dumps({name: s.model_dump(mode="json") for name, s in states.items()}))
         return 0
-    down_time = settings.load(args).scheduler.service_down_time
+    down_time = chosen.scheduler.service_down_time
     now = time.time()
     rows = [_host_row(states[name], now, down_time) for name in sorted(states)]
     print(render_table(_HOST_HEADERS, rows))

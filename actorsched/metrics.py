@@ -174,14 +174,10 @@ class SchedulerMetrics:
         now = time.perf_counter()
         writes = 0
         for env in batch:
-            kind = type(env.command)
-            if kind is SelectDestinations:
-                if env.sent:
-                    command = env.command
-                    assert isinstance(command, SelectDestinations)
-                    self.placed(command.spec, env.result, env.error, now - env.sent)
-                writes += 1
-            elif kind in _WRITES:
+            command = env.command
+            if isinstance(command, SelectDestinations) and env.sent:
+                self.placed(command.spec, env.result, env.error, now - env.sent)
+            if type(command) in _WRITES:
                 writes += 1
         if commit_seconds is not None and writes:
             self.commit.observe(commit_seconds)
