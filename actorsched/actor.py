@@ -38,6 +38,12 @@ Rules this module keeps:
   placed waiter joins the batch (after the events that freed its room) and
   is journaled and answered with it. A timer fails a waiter at its ``wait`` with its last
   NoValidHost; stopping fails the waiters with SchedulerStopped.
+* Preemption (``SchedulerConfig.preemption``) is decided when a request
+  arrives, never for a request waiting for room: a woken waiter only takes
+  room that freed, and a redelivery of a waiting request (one of its uuids
+  in line) is placed without preempting and otherwise waits with it. A
+  placement that preempted is a freeing event on the host it freed (its
+  victims may have left more room than it took).
 """
 
 from __future__ import annotations
@@ -355,7 +361,14 @@ class Owner:
                 env.now = self._clock()
                 claimed_on = self._claim_row(env.command) if self._waiters else None
                 try:
-                    env.result = core.handle(env.command, env.now)
+                    if self._waiters and self._already_waiting(env.command):
+                        # it waits for room already: it may not preempt for it
+                        assert isinstance(env.command, SelectDestinations)
+                        env.result = core.select_destinations(
+                            env.command.spec, env.now, preempt=False
+                        )
+                    else:
+                        env.result = core.handle(env.command, env.now)
                 except NoValidHost as exc:
                     if self._wait(env, exc):
                         continue  # not answered (nor journaled) until placed
@@ -370,6 +383,8 @@ class Owner:
                             self._events.append(
                                 (self._freed, self._rows_freed(env.command, env.result, claimed_on))
                             )
+                    elif self._waiters and isinstance(env.command, SelectDestinations):
+                        self._preempted(env.result)
                 applied.append(env)
             if self._freed != self._woken_at and not stopping:
                 self._wake(applied)
@@ -425,6 +440,35 @@ class Owner:
         env.future.add_done_callback(lambda _: self._drop(waiter))
         return True
 
+    def _already_waiting(self, command: Command[Any] | None) -> bool:
+        """Is ``command`` a placement one of whose uuids waits in line already (a
+        redelivery of a waiting request), while preemption is on? It then
+        waits with it: it may not preempt for room it is waiting for."""
+        if not isinstance(command, SelectDestinations) or not self.core.config.preemption:
+            return False
+        asked = set(command.spec.instance_uuids)
+        for waiter in self._waiters:
+            waiting = waiter.envelope.command
+            assert isinstance(waiting, SelectDestinations)
+            if not asked.isdisjoint(waiting.spec.instance_uuids):
+                return True
+        return False
+
+    def _preempted(self, result: object) -> None:
+        """A placement that preempted released claims: a freeing event on the
+        rows it freed (they may have more room than it took)."""
+        if not isinstance(result, list):
+            return
+        row_of = self.core.table.row_of
+        rows = [
+            row
+            for selection in result
+            if selection.preempted and (row := row_of.get(selection.host)) is not None
+        ]
+        if rows:
+            self._freed += 1
+            self._events.append((self._freed, rows))
+
     def _wake(self, applied: list[Envelope]) -> None:
         """Try each waiter that has not seen the latest freeing events, in order;
         a placed one joins ``applied``, after the events that made its room."""
@@ -441,10 +485,12 @@ class Owner:
             if not self._may_fit(waiter, events):  # no row that gained room can take it
                 waiter.seen = freed
                 continue
-            assert env.command is not None
+            command = env.command
+            assert isinstance(command, SelectDestinations)
             env.now = self._clock()
             try:
-                env.result = core.handle(env.command, env.now)
+                # a waiting request takes room that freed; it never preempts
+                env.result = core.select_destinations(command.spec, env.now, preempt=False)
             except NoValidHost as exc:
                 waiter.error = exc
                 waiter.seen = freed

@@ -32,6 +32,8 @@ __all__ = [
 # 2**40 MB is an exabyte of RAM: far past any host, far below int64 overflow.
 _MAX_SIZE = 2**40
 _MAX_LIST = 10_000
+# the most claims one placement may release to make room (a Selection's preempted)
+MAX_PREEMPTION_VICTIMS = 1_000
 # the longest a request may wait for room (RequestSpec.wait), in seconds
 MAX_WAIT = 3_600.0
 
@@ -233,6 +235,9 @@ class Selection(_Message):
     instance_uuid: Name
     host: Name
     alternates: list[Name] = _empty_list()
+    # the claims this placement released to make room (SchedulerConfig.preemption):
+    # the caller evicts these instances
+    preempted: Annotated[list[Name], Field(max_length=MAX_PREEMPTION_VICTIMS)] = _empty_list()
 
 
 class HostState(_Message):
@@ -412,4 +417,10 @@ class SchedulerConfig(BaseModel):
     # requests waiting for room (RequestSpec.wait); past it, one that fits
     # nowhere raises NoValidHost at once, saying the waiting line is full
     max_waiting_requests: int = Field(1_000, ge=0)
+    # priority and preemption (issue 16): a request that fits nowhere may free
+    # one host by releasing claims of a priority lower than its own by at least
+    # preemption_min_priority_delta, at most max_preemption_victims of them
+    preemption: bool = False
+    preemption_min_priority_delta: int = Field(1, ge=1)
+    max_preemption_victims: int = Field(64, ge=1, le=MAX_PREEMPTION_VICTIMS)
     seed: int | None = None

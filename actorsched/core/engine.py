@@ -85,6 +85,7 @@ from .ledger import (
     fingerprint_differences,
     request_fingerprint,
 )
+from .preemption import candidates
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
 from .table import HostTable, report_values, reported_figures
 from .views import capture_host_states, host_state
@@ -107,6 +108,10 @@ _FINGERPRINT_POOL = 4_096
 # (a build fails soon after its placement); an older claim reschedules by its
 # resources and group alone.
 _KEPT_REQUESTS = 10_000
+# Candidate hosts a preemption frees and tries before it gives up: each try
+# is a full ranking, and a candidate fails it only when a filter outside the
+# room rules (a plug-in, a group its victims were in) refuses the host.
+_PREEMPTION_TRIES = 8
 # a report's own allocation ratios (ram, cpu, disk); all None in most reports
 _REPORTED_RATIOS = operator.attrgetter(
     "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
@@ -568,7 +573,13 @@ class SchedulerCore:
         return self.ledger.locate(instance_uuid)
 
     def select_destinations(
-        self, spec: RequestSpec, now: float, observe: Observer | None = None
+        self,
+        spec: RequestSpec,
+        now: float,
+        observe: Observer | None = None,
+        *,
+        preempt: bool = True,
+        evicted: list[tuple[Claim, bool]] | None = None,
     ) -> list[Selection]:
         """Claim a host for every instance of ``spec``, or raise and claim nothing.
 
@@ -577,6 +588,13 @@ class SchedulerCore:
         selections, nothing claimed. By another request: InvalidRequest
         naming what differs. ``observe(ctx, uuid, row, top)`` is told each
         choice before its claim (:meth:`plan` explains them).
+
+        With ``SchedulerConfig.preemption`` on (and ``preempt``), an instance
+        that fits nowhere may free one host by releasing lower-priority claims
+        (:mod:`.preemption` chooses them); its selection's ``preempted`` names
+        them. A failed request gives them back with the rest. ``evicted``,
+        when given, is told each claim released and whether its release
+        credited it (:meth:`plan` gives them back).
         """
         claims = self.ledger.claims
         resources_only = asks_resources_only(spec)
@@ -607,15 +625,21 @@ class SchedulerCore:
         # instance is ranked only for its random subset.
         several = len(spec.instance_uuids) > 1
         want = self._subset if several else self._want
+        released: list[tuple[Claim, bool]] = [] if evicted is None else evicted
+        released_before = len(released)
+        preempting = preempt and self.config.preemption
         try:
             if self._check_fresh:
                 self._sweep(now)
             for index, uuid in enumerate(spec.instance_uuids):
                 top = self._top(ctx, want, resources_only)
+                victims: tuple[str, ...] = ()
+                if not top and preempting:
+                    top, victims = self._preempt(ctx, want, resources_only, now, released)
                 if not top:
-                    raise self.ranker.no_valid_host(ctx, uuid, index)
+                    raise self._no_valid_host(ctx, uuid, index, preempting)
                 row = top[0]
-                if self._subset > 1:
+                if self._subset > 1 and not victims:
                     row = self._rng.choice(top[: self._subset])
                 names = self.table.name_of
                 alternates = [] if several else [str(names[r]) for r in top if r != row]
@@ -624,6 +648,8 @@ class SchedulerCore:
                 if observe is not None:
                     observe(ctx, uuid, row, top)
                 self._claim(spec, uuid, row, host, alternates[: self._alternates], now, fingerprint)
+                if victims:
+                    claims[uuid].preempted = victims
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
@@ -636,9 +662,81 @@ class SchedulerCore:
         except BaseException:
             for uuid in placed:
                 self._unclaim(uuid)
+            while len(released) > released_before:
+                self._unevict(*released.pop())
             raise
         self._keep_requests(spec)
         return [claims[u].selection for u in spec.instance_uuids]
+
+    # -- priority and preemption -------------------------------------------
+
+    def _preempt(
+        self,
+        ctx: PlacementContext,
+        want: int,
+        resources_only: bool,
+        now: float,
+        released: list[tuple[Claim, bool]],
+    ) -> tuple[list[int], tuple[str, ...]]:
+        """Free one host for the instance ``ctx`` places by releasing claims of a
+        lower priority (:mod:`.preemption` chooses); the ranked rows with the
+        freed one first and the victims' uuids, or ``([], ())`` when no host
+        can be freed. A candidate the full filters still refuse once freed
+        (a plug-in filter, a group its victims were in) is given back and the
+        next one tried, at most ``_PREEMPTION_TRIES``."""
+        config = self.config
+        below = ctx.spec.priority - config.preemption_min_priority_delta
+        table = self.table
+        rows = np.flatnonzero(self.ranker.passing_but_room(ctx)).tolist()
+        rules = self.ranker.room_rules(ctx)
+        found = candidates(table, self.ledger, rows, rules, below, config.max_preemption_victims)
+        for candidate in found[:_PREEMPTION_TRIES]:
+            mark = len(released)
+            for victim in candidate.victims:
+                released.append((victim, self._evict(victim, now)))
+            top = self._top(ctx, want, resources_only)
+            if candidate.row in top:
+                ranked = [candidate.row, *(r for r in top if r != candidate.row)]
+                return ranked, tuple(v.instance_uuid for v in candidate.victims)
+            while len(released) > mark:
+                self._unevict(*released.pop())
+        return [], ()
+
+    def _evict(self, claim: Claim, now: float) -> bool:
+        """Release ``claim`` for a preemption; True when its release credited it
+        (its host still lists it), as :meth:`_unevict` needs to undo it."""
+        credited = claim.confirmed and claim.instance_uuid in self.ledger.listed_on(claim.row)
+        self.release(claim.instance_uuid, now)
+        return credited
+
+    def _unevict(self, claim: Claim, credited: bool) -> None:
+        """Undo :meth:`_evict`: the same claim back, its credit (if any) gone."""
+        ledger = self.ledger
+        row = claim.row
+        if credited:
+            credits = ledger.released[row]
+            del credits[claim.instance_uuid]
+            if not credits:
+                del ledger.released[row]
+            self.table.add_released(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+        ledger.add(claim)
+        if not claim.confirmed:
+            self.table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+
+    def _no_valid_host(
+        self, ctx: PlacementContext, uuid: str, index: int, preempting: bool
+    ) -> NoValidHost:
+        exc = self.ranker.no_valid_host(ctx, uuid, index)
+        if not preempting:
+            return exc
+        below = ctx.spec.priority - self.config.preemption_min_priority_delta
+        return NoValidHost(
+            f"{exc}; and no host could be freed by preempting claims of priority {below} "
+            f"or lower (at most {self.config.max_preemption_victims} of them)",
+            instance_uuid=exc.instance_uuid,
+            total_hosts=exc.total_hosts,
+            filter_counts=exc.filter_counts,
+        )
 
     def plan(self, spec: RequestSpec, now: float) -> Plan:
         """What :meth:`select_destinations` would claim now, and why; it claims nothing.
@@ -669,8 +767,9 @@ class SchedulerCore:
             planned.append((uuid, row, candidates, total, passing, counts))
 
         rng = self._rng.getstate()
+        evicted: list[tuple[Claim, bool]] = []  # claims a preemption released: given back
         try:
-            selections = self.select_destinations(spec, now, observe)
+            selections = self.select_destinations(spec, now, observe, evicted=evicted)
         except NoValidHost as exc:
             entries = [self._planned(p, []) for p in planned]
             entries.append(
@@ -694,6 +793,8 @@ class SchedulerCore:
             for selection in selections:
                 self._unclaim(selection.instance_uuid)
                 self._requests.pop(selection.instance_uuid, None)  # kept for no claim
+            while evicted:
+                self._unevict(*evicted.pop())
         return Plan(placed=True, message=None, instances=entries)
 
     def _planned(
@@ -815,6 +916,9 @@ class SchedulerCore:
             row = self.table.row_of.get(selection.host)
             if row is None or selection.instance_uuid in self.ledger.claims:
                 continue
+            if from_spec:  # a journal record: its preemption's releases, in order
+                for victim in selection.preempted:
+                    self.release(victim, now)
             self._claim(
                 spec,
                 selection.instance_uuid,
@@ -824,6 +928,8 @@ class SchedulerCore:
                 now,
                 fingerprint,
             )
+            if selection.preempted:
+                self.ledger.claims[selection.instance_uuid].preempted = tuple(selection.preempted)
 
     def _claim(
         self,
@@ -847,6 +953,7 @@ class SchedulerCore:
             host,
             tuple(alternates),
             fingerprint,
+            priority=spec.priority,
         )
         self.ledger.add(claim)
         credits = self.ledger.released.get(row)
@@ -975,11 +1082,11 @@ class SchedulerCore:
         asked = spec
         if asked is None:
             assert claim is not None
-            asked = RequestSpec(
-                instance_uuids=[instance_uuid],
-                memory_mb=claim.memory_mb,
-                vcpus=claim.vcpus,
-                disk_gb=claim.disk_gb,
+            # the request it was placed by (its zone, traits, group ...), as Nova
+            # moves with the instance's RequestSpec, its forced hosts and
+            # requested destination reset (reset_forced_destinations)
+            asked = self._kept_request(claim).model_copy(
+                update={"force_hosts": [], "force_nodes": [], "requested_destination": None}
             )
         if not allow_same_host and source.lower() not in {h.lower() for h in asked.ignore_hosts}:
             asked = asked.model_copy(update={"ignore_hosts": [*asked.ignore_hosts, source]})
@@ -999,6 +1106,7 @@ class SchedulerCore:
                 claim.alternates,
                 claim.fingerprint,
                 claim.confirmed,
+                claim.priority,
             )
         else:
             # an instance its host reports: the report's figures carry it
@@ -1014,11 +1122,12 @@ class SchedulerCore:
                 (),
                 None,
                 True,
+                asked.priority,
             )
         ledger.add(hold)
         try:
             if placed is None:
-                [selection] = self.select_destinations(asked, now)
+                [selection] = self.select_destinations(asked, now, preempt=False)
             else:
                 self.restore_claims(asked, [placed], now)
                 if instance_uuid not in ledger.claims:
@@ -1079,6 +1188,7 @@ class SchedulerCore:
             hold.alternates,
             hold.fingerprint,
             hold.confirmed,
+            hold.priority,
         )
         ledger.add(claim)  # the same row, figures and state as the hold: no table change
         return True
@@ -1198,6 +1308,7 @@ class SchedulerCore:
                 host,
                 left,
                 claim.fingerprint,
+                priority=claim.priority,
             )
             self._add_claim(moved)
             self._requests[instance_uuid] = spec
@@ -1246,6 +1357,7 @@ class SchedulerCore:
             vcpus=claim.vcpus,
             disk_gb=claim.disk_gb,
             group=group,
+            priority=claim.priority,
         )
 
     def _keep_requests(self, spec: RequestSpec) -> None:

@@ -238,10 +238,19 @@ class Claim:
     alternates: tuple[str, ...]
     fingerprint: str | None = None  # request_fingerprint of its request; None: unknown
     confirmed: bool = False
+    priority: int = 0  # its request's priority: what a preemption compares
+    preempted: tuple[str, ...] = ()  # the claims its placement released to make room
 
     @property
     def selection(self) -> Selection:
-        """The answer this claim gave: host and alternates, as first chosen."""
+        """The answer this claim gave: host, alternates and victims, as first chosen."""
+        if self.preempted:
+            return Selection(
+                instance_uuid=self.instance_uuid,
+                host=self.host,
+                alternates=list(self.alternates),
+                preempted=list(self.preempted),
+            )
         return Selection(
             instance_uuid=self.instance_uuid, host=self.host, alternates=list(self.alternates)
         )

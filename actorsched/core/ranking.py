@@ -49,7 +49,7 @@ from .filters import (
     ResourceFilter,
     rows_mask,
 )
-from .table import OUT_OF_REACH, WEIGH_COLUMNS, HostTable
+from .table import HEADROOM_COLUMNS, OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .weighers import (
     ColumnWeigher,
     HostWeigher,
@@ -273,6 +273,48 @@ class Ranker:
         if destination is not None:
             masks.append(destination)
         return masks
+
+    def passing_but_room(self, ctx: PlacementContext) -> NDArray[np.bool_]:
+        """Rows that pass every filter for ``ctx`` but the ones room decides (the
+        resource filters, and the instance and I/O counts of the row-local
+        ones): the hosts where releasing claims could make a request fit
+        (preemption asks it; :meth:`room_rules` and ``HostTable.room_after``
+        then judge the room)."""
+        table = self.table
+        n = table.n
+        mask: NDArray[np.bool_] = table.active[:n] & ~table.stale[:n]
+        if table.check_enabled:
+            mask &= table.enabled[:n]
+        spec = ctx.spec
+        if spec.force_hosts or spec.force_nodes:
+            steps = (
+                self._destination(ctx),
+                self._ignored(ctx),
+                self._forced_hosts(ctx),
+                self._forced_nodes(ctx),
+            )
+            masks = [m for m in steps if m is not None]
+        else:
+            masks = [
+                m
+                for f in self._request_filters
+                if type(f) not in _RESOURCE_FILTERS and (m := f.filter_all(table, ctx)) is not None
+            ]
+            masks.extend(m for m in (self._ignored(ctx), self._destination(ctx)) if m is not None)
+        for passed in masks:
+            mask &= passed
+        return mask
+
+    def room_rules(self, ctx: PlacementContext) -> list[tuple[int, int]]:
+        """(headroom row, amount asked) of each resource the placement of ``ctx``
+        checks: the enabled resource filters', all three for a forced host."""
+        spec = ctx.spec
+        if spec.force_hosts or spec.force_nodes:
+            filters: Sequence[HostFilter] = _ROOM_FILTERS
+        else:
+            filters = [f for f in self.filters if type(f) in _RESOURCE_FILTERS]
+        rows = {HEADROOM_COLUMNS.index(cast(ResourceFilter, f).column) for f in filters}
+        return [(row, getattr(spec, field)) for row, field in RESOURCE_RULES if row in rows]
 
     def _raws(self, ctx: PlacementContext) -> list[tuple[float, NDArray[np.float64], float]]:
         """(multiplier, values, floor) of each weigher weighed on its own that has a say."""

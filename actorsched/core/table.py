@@ -32,6 +32,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -748,6 +749,30 @@ class HostTable:
         raw[start + 3] += sign
         self.raw[row] = raw
         self.refresh(row, raw)
+
+    def room_after(
+        self, row: int, freed: Sequence[tuple[int, int, int, bool]]
+    ) -> tuple[tuple[float, float, float], bool]:
+        """The headroom ``row`` would have, and whether it would pass the row-local
+        filters, with the claims ``freed`` released, changing nothing: each is
+        (mem, vcpus, disk, credited), credited when its release credits it back
+        (a report lists it), else it is assumed and its claimed figures go.
+        The rule is :meth:`_derive`'s and :meth:`_row_local`'s (a preemption
+        asks it of the claims it might release)."""
+        raw = self.raw[row].tolist()
+        for mem, vcpus, disk, credited in freed:
+            start, sign = (_RELEASED, +1) if credited else (_CLAIMED, -1)
+            raw[start] += sign * mem
+            raw[start + 1] += sign * vcpus
+            raw[start + 2] += sign * disk
+            raw[start + 3] += sign
+        headroom, _, num_instances, num_io_ops = self._derive(
+            raw, self.custom_ratios.get(row, self.default_ratios)
+        )
+        ok = self._row_local(
+            self.active[row], self.stale[row], self.enabled[row], num_instances, num_io_ops
+        )
+        return headroom, bool(ok)
 
     def add_claimed(self, row: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
         """Add (sign=+1) or remove (sign=-1) one assumed claim's resources on ``row``."""

@@ -1,0 +1,114 @@
+"""Preemption: which host, and which lower-priority claims on it, to free for a request.
+
+Rules this module keeps (it chooses; :mod:`.engine` releases and claims):
+
+* A victim is a claim whose priority is lower than the request's by at
+  least ``preemption_min_priority_delta``; a move's hold or a moving
+  instance's claim never is (a move is settled by its confirm or revert).
+* A host is a candidate when it passes every filter but the ones room
+  decides (``Ranker.passing_but_room``) and would have room for the request
+  with all its victims released (``HostTable.room_after``: the table's own
+  headroom and row-local rules, never a copy of them).
+* On each candidate the victims are as few and as unimportant as they can
+  be, as kube-scheduler's ``SelectVictimsOnNode``: start with every victim
+  released, then give each back, most important first (higher priority,
+  then older), whenever the request still fits without releasing it.
+* Among candidates, kube-scheduler's ``pickOneNodeForPreemption`` order:
+  the lowest highest victim priority, then the lowest sum of victim
+  priorities (each offset to be positive, so one more victim always adds),
+  then the fewest victims, then the latest start among the highest-priority
+  victims (the least work lost), then the lowest row. A candidate that needs
+  more than ``max_preemption_victims`` is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .ledger import Claim, ClaimLedger
+from .table import HostTable
+
+__all__ = ["PRIORITY_OFFSET", "Candidate", "candidates", "freeing"]
+
+# added to each victim's priority in the sum (kube adds MaxInt32 + 1): every
+# term is then positive, since RequestSpec.priority is at least -1,000,000
+PRIORITY_OFFSET = 1_000_001
+
+
+RoomRules = Sequence[tuple[int, int]]  # (headroom row, amount asked), Ranker.room_rules
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One host a preemption could free, and the claims it would release there."""
+
+    row: int
+    victims: tuple[Claim, ...]  # most important first
+    key: tuple[int, int, int, float, int]  # the order above: the lowest is chosen
+
+
+def freeing(claim: Claim, ledger: ClaimLedger) -> tuple[int, int, int, bool]:
+    """What releasing ``claim`` gives its row, as ``HostTable.room_after`` takes it:
+    a confirmed claim its host still lists is credited back, an assumed one
+    leaves the claimed figures."""
+    listed = claim.confirmed and claim.instance_uuid in ledger.listed_on(claim.row)
+    return (claim.memory_mb, claim.vcpus, claim.disk_gb, listed)
+
+
+def _fits(
+    table: HostTable, row: int, freed: Sequence[tuple[int, int, int, bool]], rules: RoomRules
+) -> bool:
+    headroom, ok = table.room_after(row, freed)
+    return ok and all(headroom[index] >= asked for index, asked in rules)
+
+
+def candidates(
+    table: HostTable,
+    ledger: ClaimLedger,
+    rows: Iterable[int],
+    rules: RoomRules,
+    below: int,
+    max_victims: int,
+) -> list[Candidate]:
+    """Every host among ``rows`` that releasing claims of priority ``below`` or
+    lower would make room on, with its victims, best first (the module's order)."""
+    claims = ledger.claims
+    held = ledger.migrations
+    moving = ledger.moving
+    found: list[Candidate] = []
+    for row in rows:
+        on_row = ledger.by_row.get(row)
+        if not on_row:
+            continue
+        eligible = [
+            c
+            for uuid in on_row
+            if (c := claims[uuid]).priority <= below and uuid not in held and uuid not in moving
+        ]
+        if not eligible:
+            continue
+        # most important first: higher priority, then older, then by uuid (a fixed order)
+        eligible.sort(key=lambda c: (-c.priority, c.created_at, c.instance_uuid))
+        effects = {c.instance_uuid: freeing(c, ledger) for c in eligible}
+        victims = list(eligible)
+        if not _fits(table, row, [effects[c.instance_uuid] for c in victims], rules):
+            continue
+        for claim in eligible:  # reprieve each that the request can do without
+            spared = [v for v in victims if v is not claim]
+            if _fits(table, row, [effects[v.instance_uuid] for v in spared], rules):
+                victims = spared
+        if len(victims) > max_victims:
+            continue
+        top = victims[0].priority
+        earliest_top = min(v.created_at for v in victims if v.priority == top)
+        key = (
+            top,
+            sum(v.priority + PRIORITY_OFFSET for v in victims),
+            len(victims),
+            -earliest_top,
+            row,
+        )
+        found.append(Candidate(row, tuple(victims), key))
+    found.sort(key=lambda c: c.key)
+    return found
