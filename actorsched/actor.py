@@ -530,7 +530,8 @@ class Owner:
         return None
 
     def _may_fit(self, waiter: _Waiter, events: list[tuple[int, list[int] | None]]) -> bool:
-        """False only when no row that gained room since ``waiter`` was last tried has
+        """False only when none of its uuids holds a claim (a twin request placed)
+        and no row that gained room since ``waiter`` was last tried has
         the headroom for one of its instances (the resource filters' rule, which
         every placement, forced ones too, keeps): then nothing it could pass changed."""
         rows: list[int] = []
@@ -544,6 +545,10 @@ class Owner:
         command = waiter.envelope.command
         assert isinstance(command, SelectDestinations)
         spec = command.spec
+        claims = self.core.ledger.claims
+        if any(uuid in claims for uuid in spec.instance_uuids):
+            return True  # a twin was placed (a redelivery): the placement answers it
+
         headroom = self.core.table.headroom[:, rows]
         fits = (
             (headroom[0] >= spec.memory_mb)

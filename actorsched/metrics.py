@@ -78,6 +78,7 @@ _DECISION_BUCKETS = (
 )  # fmt: skip
 _COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+_VICTIM_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1000)
 
 
 def label(name: str) -> str:
@@ -109,6 +110,17 @@ class SchedulerMetrics:
             "actorsched_filter_rejections",
             "Hosts each filter removed, counted in every NoValidHost explanation",
             ["filter"],
+            registry=r,
+        )
+        self.preemptions = Counter(
+            "actorsched_preemption_attempts",
+            "Instances placed by preempting lower-priority claims",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "actorsched_preemption_victims",
+            "Claims released per preempting placement",
+            buckets=_VICTIM_BUCKETS,
             registry=r,
         )
         self.commit = Histogram(
@@ -189,6 +201,11 @@ class SchedulerMetrics:
         """One placement request answered: its duration, and its decision log lines."""
         if error is None:
             self._scheduled.observe(took)
+            for selection in result:
+                if selection.preempted:
+                    self.preemptions.inc()
+                    self.preemption_victims.observe(len(selection.preempted))
+                    _log_preempted(spec, selection)
             if DECISIONS.isEnabledFor(logging.INFO):
                 _log_placed(spec, result, took)
         elif isinstance(error, NoValidHost):
@@ -235,3 +252,21 @@ def _log_placed(spec: RequestSpec, selections: list[Selection], took: float) -> 
                 "took_ms": round(took * 1e3, 3),
             },
         )
+
+
+def _log_preempted(spec: RequestSpec, selection: Selection) -> None:
+    DECISIONS.info(
+        "preempted %d claim(s) on %s for instance %s of priority %d: %s",
+        len(selection.preempted),
+        selection.host,
+        selection.instance_uuid,
+        spec.priority,
+        ", ".join(selection.preempted),
+        extra={
+            "decision": "preempted",
+            "instance_uuid": selection.instance_uuid,
+            "host": selection.host,
+            "priority": spec.priority,
+            "preempted": selection.preempted,
+        },
+    )

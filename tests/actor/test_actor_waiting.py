@@ -303,9 +303,9 @@ async def test_only_waiters_that_a_freed_row_has_headroom_for_are_tried_again(
         tries: list[str] = []
         placing = s.core.select_destinations
 
-        def counted(spec: RequestSpec, now: float) -> list[Selection]:
+        def counted(spec: RequestSpec, now: float, **kwargs: Any) -> list[Selection]:
             tries.append(spec.instance_uuids[0])
-            return placing(spec, now)
+            return placing(spec, now, **kwargs)
 
         monkeypatch.setattr(s.core, "select_destinations", counted)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
@@ -403,3 +403,20 @@ async def test_a_caller_whose_batch_kills_the_owner_is_failed_at_once() -> None:
     finally:
         with contextlib.suppress(BaseException):
             await s.stop()
+
+
+async def test_twin_waiters_of_one_request_are_both_answered_when_room_frees() -> None:
+    # a redelivery of a waiting request waits beside it; once the first is
+    # placed, the second is answered with the same selections (its row is full
+    # by then: the headroom check alone would keep it waiting)
+    async with Scheduler(CONFIG) as s:
+        await full_scheduler(s)
+        first = asyncio.create_task(s.select_destinations(big("vm2"), wait=TIMEOUT))
+        await until_waiting(s, 1)
+        again = asyncio.create_task(s.select_destinations(big("vm2"), wait=TIMEOUT))
+        await until_waiting(s, 2)
+        assert await s.release("first")
+        async with asyncio.timeout(TIMEOUT):
+            answers = await asyncio.gather(first, again)
+        assert answers[0] == answers[1] == [Selection(instance_uuid="vm2", host="h1")]
+        assert s.pending_requests == 0
