@@ -6,7 +6,9 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import sys
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,7 @@ class Serve:
     log: asyncio.Future[None]  # keeps reading its log, or a full pipe would stall it
 
 
-async def _serve(journal: Path, queue: str) -> Serve:
+async def _serve(journal: Path, queue: str, *more: str) -> Serve:
     serve = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -45,6 +47,7 @@ async def _serve(journal: Path, queue: str) -> Serve:
         queue,
         "--journal",
         str(journal),
+        *more,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -139,6 +142,79 @@ async def test_kill_9_of_serve_loses_no_acknowledged_claim(tmp_path: Path) -> No
                 assert HOST_RAM - state.free_ram_mb == CLAIM_RAM * state.assumed_claims
                 assert state.assumed_claims >= told, host
                 assert state.free_ram_mb >= 0
+    finally:
+        await _kill(serve)
+        await _delete_queues(queue)
+
+
+def _pending(port: int) -> float | None:
+    """actorsched_pending_requests on serve's metrics endpoint; None before it answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    found = re.search(r"^actorsched_pending_requests (\S+)$", text, re.MULTILINE)
+    return None if found is None else float(found.group(1))
+
+
+async def _until_pending(port: int, count: int) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while loop.time() < deadline:
+        if await asyncio.to_thread(_pending, port) == count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"serve never had {count} request(s) waiting")
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_a_request_waiting_when_serve_is_killed_waits_again_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    # the waiting delivery is unacked: kill -9 gives it back to the broker, the
+    # restarted serve replays the journal (the host still full) and the request
+    # waits again there, until a release makes room
+    journal = tmp_path / "claims.sqlite"
+    queue = f"actorsched.test.journal.{uuid.uuid4().hex[:12]}"
+    port = _port()
+    serve = await _serve(journal, queue, "--metrics-port", str(port))
+    try:
+        async with SchedulerClient(AMQP_URL, queue=queue, timeout=60) as client:
+            report = HostReport(
+                host="h1",
+                generation=1,
+                memory_mb=1024,
+                memory_mb_used=0,
+                vcpus=4,
+                vcpus_used=0,
+                local_gb=10,
+                local_gb_used=0,
+            )
+            assert await client.update_host(report)
+            full = RequestSpec(instance_uuids=["first"], memory_mb=1024, vcpus=1, disk_gb=1)
+            await client.select_destinations(full)
+            spec = RequestSpec(instance_uuids=["vm"], memory_mb=1024, vcpus=1, disk_gb=1, wait=90)
+            waiter = asyncio.ensure_future(client.select_destinations(spec))
+            await _until_pending(port, 1)
+            await _kill(serve)
+            serve = await _serve(journal, queue, "--metrics-port", str(port))
+            await _until_pending(port, 1)  # redelivered, and waiting again
+            assert not waiter.done()
+            assert (await client.where("first")).claimed
+            assert await client.release("first")
+            [placed] = await asyncio.wait_for(waiter, timeout=30)
+            assert placed.host == "h1"
+            states = await client.host_states()
+            assert states["h1"].free_ram_mb == 0  # vm alone: nothing doubled or over-committed
+            assert states["h1"].assumed_claims == 1
+            assert not (await client.where("first")).claimed
     finally:
         await _kill(serve)
         await _delete_queues(queue)
