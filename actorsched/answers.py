@@ -6,7 +6,7 @@ the embedded API and, as JSON, by the AMQP replies.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ClaimInfo", "ClaimsPage", "Location", "Plan", "PlanCandidate", "PlannedInstance"]
 
@@ -73,6 +73,8 @@ class PlannedInstance(_Answer):
     total_hosts: int
     passing_hosts: int
     filter_counts: dict[str, int]
+    # the claims it would preempt for room (SchedulerConfig.preemption)
+    preempted: list[str] = Field(default_factory=list)
 
 
 class Plan(_Answer):

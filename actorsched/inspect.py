@@ -249,6 +249,8 @@ def plan_main(args: argparse.Namespace) -> int:
             print(render_table(["HOST", *names, "TOTAL"], rows))
         if instance.alternates:
             print(f"alternates: {', '.join(instance.alternates)}")
+        if instance.preempted:
+            print(f"would preempt: {', '.join(instance.preempted)}")
         print()
     if not plan.placed:
         print(plan.message)

@@ -237,7 +237,10 @@ class Selection(_Message):
     alternates: list[Name] = _empty_list()
     # the claims this placement released to make room (SchedulerConfig.preemption):
     # the caller evicts these instances
-    preempted: Annotated[list[Name], Field(max_length=MAX_PREEMPTION_VICTIMS)] = _empty_list()
+    # (left out of the JSON when empty: a reply without preemption is as before)
+    preempted: Annotated[list[Name], Field(max_length=MAX_PREEMPTION_VICTIMS)] = Field(
+        default_factory=list, json_schema_extra={"default": []}, exclude_if=lambda v: not v
+    )
 
 
 class HostState(_Message):

@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=92.0, help="score to reach, in %% (92)")
     parser.add_argument("--max-children", type=int, default=2, help="mutants run at once (2)")
     parser.add_argument(
+        "--only",
+        default="",
+        help="sample only mutants whose name holds this text (a module, a function)",
+    )
+    parser.add_argument(
         "--list-survivors",
         action="store_true",
         help="print every survivor as a JSON entry for equivalent.json (reason left blank)",
@@ -123,9 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     # writes every mutant and maps tests to functions; asking for no mutant
     # by name makes it stop there (with an error we expect)
     _mutmut("run", "no-such-mutant", check=False)
-    everything = sorted(_results())
+    everything = sorted(name for name in _results() if args.only in name)
     if not everything:
-        sys.exit("mutmut wrote no mutants: check [tool.mutmut] in pyproject.toml")
+        sys.exit(
+            f"mutmut wrote no mutants{' matching ' + repr(args.only) if args.only else ''}: "
+            "check [tool.mutmut] in pyproject.toml"
+        )
     sample = sorted(random.Random(args.seed).sample(everything, min(args.sample, len(everything))))
     print(
         f"{len(everything)} mutants of actorsched/core/; running {len(sample)} (seed {args.seed})"

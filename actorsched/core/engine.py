@@ -787,8 +787,10 @@ class SchedulerCore:
         finally:
             self._rng.setstate(rng)
         try:
-            alternates = {s.instance_uuid: s.alternates for s in selections}
-            entries = [self._planned(p, alternates[p[0]]) for p in planned]
+            chosen = {s.instance_uuid: s for s in selections}
+            entries = [
+                self._planned(p, chosen[p[0]].alternates, chosen[p[0]].preempted) for p in planned
+            ]
         finally:
             for selection in selections:
                 self._unclaim(selection.instance_uuid)
@@ -801,6 +803,7 @@ class SchedulerCore:
         self,
         entry: tuple[str, int, list[PlanCandidate], int, int, dict[str, int]],
         alternates: list[str],
+        preempted: Sequence[str] = (),
     ) -> PlannedInstance:
         uuid, row, candidates, total, passing, counts = entry
         return PlannedInstance(
@@ -811,6 +814,7 @@ class SchedulerCore:
             total_hosts=total,
             passing_hosts=passing,
             filter_counts=counts,
+            preempted=list(preempted),
         )
 
     def claims_page(self, host: str | None, start: int, limit: int) -> ClaimsPage:

@@ -302,6 +302,7 @@ def test_plan_shows_the_preemption_and_changes_nothing() -> None:
     plan = core.plan(make_spec("high", memory_mb=2048, priority=10), now=2.0)
     assert plan.placed
     assert plan.instances[0].host == "a"
+    assert plan.instances[0].preempted == ["low"]
     assert core.digest() == digest
     assert set(core.claims()) == {"low"}
 
