@@ -426,4 +426,7 @@ class SchedulerConfig(BaseModel):
     preemption: bool = False
     preemption_min_priority_delta: int = Field(1, ge=1)
     max_preemption_victims: int = Field(64, ge=1, le=MAX_PREEMPTION_VICTIMS)
+    # candidate hosts a preemption weighs before it picks the best of them
+    # (kube's minCandidateNodesAbsolute): the bound on its work in the owner
+    preemption_candidates: int = Field(100, ge=1)
     seed: int | None = None

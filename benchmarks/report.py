@@ -223,6 +223,22 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             else "",
         )
     )
+    preemption = results.get("preemption")
+    p99 = preemption.get("preempting_p99_ms") if preemption else None
+    rows.append(
+        _target(
+            "preempting placement p99",
+            "<= 20 ms",
+            p99,
+            p99 <= 20.0 if p99 is not None else None,
+            f"{preemption['requests']:,} requests at {preemption['hosts']:,} full hosts: p50 "
+            f"{preemption['preempting_p50_ms']:.2f} ms, {preemption['ratio']:.0f}x a plain "
+            f"placement ({preemption['plain_p50_ms']:.3f} ms), "
+            f"{preemption['victims_per_preemption']:.1f} victims each"
+            if preemption
+            else "",
+        )
+    )
     return rows
 
 
@@ -373,6 +389,7 @@ def format_summary(results: dict[str, Any]) -> str:
         "trait_flood",
         "body_flood",
         "waiting",
+        "preemption",
     ):
         part = results.get(key)
         if part:

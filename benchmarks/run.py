@@ -62,6 +62,7 @@ from .measure import (
     summarize_latencies,
 )
 from .memory import measure_rss
+from .preemption import run_preemption
 from .progress import Progress
 from .realbench import DEFAULT_NOVA_PYTHON, realistic_section
 from .realistic import Components
@@ -161,6 +162,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-realistic", action="store_true", help="skip the realistic workload")
     parser.add_argument(
         "--no-waiting", action="store_true", help="skip the waiting requests (wake-up latency)"
+    )
+    parser.add_argument(
+        "--no-preemption", action="store_true", help="skip the preempting placements (latency)"
     )
     parser.add_argument(
         "--realistic-repeat",
@@ -463,6 +467,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 1 if args.profile else 0
     n += 0 if args.no_realistic else 1
     n += 0 if args.no_waiting else 1
+    n += 0 if args.no_preemption else 1
     return n
 
 
@@ -669,6 +674,16 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                 "waiting requests",
                 notes,
                 run_waiting(hosts, requests, repeat=1 if args.quick else plan.repeat),
+            )
+            progress.advance()
+
+        if not args.no_preemption:
+            hosts, requests = (100, 20) if args.quick else (10_000, 200)
+            progress.step(f"preempting placements: {requests:,} on {hosts:,} full hosts")
+            results["preemption"] = await _optional(
+                "preemption",
+                notes,
+                run_preemption(hosts, requests, repeat=1 if args.quick else plan.repeat),
             )
             progress.advance()
 

@@ -97,8 +97,8 @@ def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
     # the core and journal issues', fail-over, stall, two floods, the realistic mix's two,
-    # the waiting requests' wake-up
-    assert len(targets) == 15
+    # the waiting requests' wake-up, the preempting placements' p99
+    assert len(targets) == 16
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
 
 
@@ -242,3 +242,13 @@ def test_the_summary_shows_the_realistic_rows(results: dict[str, object]) -> Non
     assert "realistic mix, filled from empty to 90% of RAM" in summary
     assert "note: real Nova not measured: no Nova venv at" in summary
     assert "x real Nova, realistic mix, 1,000 hosts" in summary
+
+
+def test_preemption_bench_ran(results: dict[str, object]) -> None:
+    preemption = results["preemption"]
+    assert isinstance(preemption, dict), preemption
+    assert preemption["hosts"] == 100
+    assert preemption["requests"] == 20
+    assert preemption["victims_per_preemption"] == 2.0  # two of the four 2,048 MB claims
+    assert preemption["preempting_p99_ms"] >= preemption["preempting_p50_ms"] > 0
+    assert preemption["plain_p50_ms"] > 0

@@ -688,8 +688,19 @@ class SchedulerCore:
         below = ctx.spec.priority - config.preemption_min_priority_delta
         table = self.table
         rows = np.flatnonzero(self.ranker.passing_but_room(ctx)).tolist()
+        if not rows:
+            return [], ()
+        start = self._rng.randrange(len(rows))  # kube: from a random host on
         rules = self.ranker.room_rules(ctx)
-        found = candidates(table, self.ledger, rows, rules, below, config.max_preemption_victims)
+        found = candidates(
+            table,
+            self.ledger,
+            rows[start:] + rows[:start],
+            rules,
+            below,
+            config.max_preemption_victims,
+            config.preemption_candidates,
+        )
         for candidate in found[:_PREEMPTION_TRIES]:
             mark = len(released)
             for victim in candidate.victims:

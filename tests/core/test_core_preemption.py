@@ -354,3 +354,26 @@ def test_aggregate_zone_change_then_preempt() -> None:
     ]
     selection = _put(core, "high", 2048, 10, 2.0, availability_zone="z2")
     assert selection.preempted == ["low"]
+
+
+def test_the_search_stops_at_preemption_candidates_from_a_random_host() -> None:
+    # a's victim (priority 0) is the better one; weighing one candidate only,
+    # the host found first from the random start is taken: sometimes b
+    def chosen(seed: int, limit: int) -> str:
+        core = _core({"a": 2048, "b": 2048}, seed=seed, preemption_candidates=limit)
+        _on(core, "a", "on-a", 2048, 0, 1.0)
+        _on(core, "b", "on-b", 2048, 5, 1.0)
+        return _put(core, "high", 2048, 10, 2.0).host
+
+    assert {chosen(seed, 100) for seed in range(12)} == {"a"}
+    assert {chosen(seed, 1) for seed in range(12)} == {"a", "b"}
+
+
+def test_candidates_stop_at_the_limit_in_the_order_given() -> None:
+    core = _core({"a": 2048, "b": 2048, "c": 2048})
+    for host in ("a", "b", "c"):
+        _on(core, host, f"on-{host}", 2048, 0, 1.0)
+    rules = [(0, 2048)]
+    found = candidates(core.table, core.ledger, [2, 0, 1], rules, 9, 64, 2)
+    assert sorted(c.row for c in found) == [0, 2]
+    assert len(candidates(core.table, core.ledger, [2, 0, 1], rules, 9, 64)) == 3
