@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="sample only mutants whose name holds this text (a module, a function)",
+        help="sample only mutants whose name holds one of these texts (comma-separated)",
     )
     parser.add_argument(
         "--list-survivors",
@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     # writes every mutant and maps tests to functions; asking for no mutant
     # by name makes it stop there (with an error we expect)
     _mutmut("run", "no-such-mutant", check=False)
-    everything = sorted(name for name in _results() if args.only in name)
+    wanted = [part for part in args.only.split(",") if part] or [""]
+    everything = sorted(name for name in _results() if any(w in name for w in wanted))
     if not everything:
         sys.exit(
             f"mutmut wrote no mutants{' matching ' + repr(args.only) if args.only else ''}: "

@@ -9,7 +9,7 @@ import sys
 import pytest
 from amqp_support import AMQP_URL, host_report, running_stack
 
-from actorsched import RequestSpec
+from actorsched import RequestSpec, SchedulerConfig
 from actorsched.inspect import render_table
 
 pytestmark = pytest.mark.amqp
@@ -137,3 +137,22 @@ async def _plan(where: list[str], spec: str, *, json_out: bool = True) -> tuple[
     out, err = await asyncio.wait_for(process.communicate(spec.encode()), timeout=60)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def test_plan_says_which_claims_a_placement_would_preempt() -> None:
+    config = SchedulerConfig(seed=1, preemption=True)
+    async with running_stack(config=config) as stack:
+        await stack.client.update_host(host_report("h1", memory_mb=2048))
+        await stack.client.select_destinations(
+            RequestSpec(instance_uuids=["low"], memory_mb=2048, vcpus=1, disk_gb=1)
+        )
+        where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
+        spec = RequestSpec(instance_uuids=["high"], memory_mb=2048, vcpus=1, disk_gb=1, priority=5)
+        code, out, err = await _plan(where, spec.model_dump_json())
+        assert code == 0, err
+        (instance,) = json.loads(out)["instances"]
+        assert (instance["host"], instance["preempted"]) == ("h1", ["low"])
+        code, out, err = await _plan(where, spec.model_dump_json(), json_out=False)
+        assert code == 0, err
+        assert "would preempt: low" in out.splitlines()
+        assert [c.instance_uuid for c in await stack.client.claims()] == ["low"]  # still there
