@@ -105,3 +105,30 @@ async def test_reschedule_through_the_client(stack: Stack) -> None:
         await client.reschedule("vm1", "h2")  # h3 no longer fits
     assert raised.value.instance_uuid == "vm1"
     assert (await client.where("vm1")).claimed is False
+
+
+async def test_an_evacuation_through_the_client_holds_the_source_until_it_reports(
+    stack: Stack,
+) -> None:
+    client = stack.client
+    for host in ("h1", "h2"):
+        await client.update_host(host_report(host))  # 8192 MB each
+    [placed] = await client.select_destinations(spec("vm1"))
+    source = placed.host
+    listed = host_report(source, 2).model_copy(
+        update={"memory_mb_used": 4096, "instances": ["vm1"]}
+    )
+    assert await client.update_host(listed)  # the source runs it: confirmed
+    moved = await client.move("vm1", "evac1", evacuate=True)
+    assert moved.host != source
+    assert await client.move("vm1", "evac1", evacuate=True) == moved  # a redelivery
+    free = {h: s.free_ram_mb for h, s in (await client.host_states()).items()}
+    assert free == {source: 4096, moved.host: 4096}  # the source held under evac1
+    assert (await client.where("evac1")).claimed is True
+    # the source is back and no longer runs the instance: its hold is dropped
+    back = host_report(source, 3)
+    assert await client.update_host(back)
+    free = {h: s.free_ram_mb for h, s in (await client.host_states()).items()}
+    assert free == {source: 8192, moved.host: 4096}
+    assert (await client.where("evac1")).claimed is False
+    assert (await client.where("vm1")).host == moved.host
