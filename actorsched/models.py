@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 __all__ = [
     "AGGREGATE_FILTERS",
@@ -230,7 +238,8 @@ class RequestSpec(_Message):
 
 
 class Selection(_Message):
-    """The host chosen for one instance, and the next best hosts to retry on."""
+    """The host chosen for one instance, the next best hosts to retry on, and the
+    claims its placement released to make room (``preempted``, left out when none)."""
 
     instance_uuid: Name
     host: Name
@@ -238,6 +247,17 @@ class Selection(_Message):
     # the claims this placement released to make room (SchedulerConfig.preemption):
     # the caller evicts these instances
     preempted: Annotated[list[Name], Field(max_length=MAX_PREEMPTION_VICTIMS)] = _empty_list()
+
+    @model_serializer(mode="wrap")
+    def _without_no_victims(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # an empty ``preempted`` is left out of the JSON (and of a journal record):
+        # a placement that preempted nothing has the shape it had before the
+        # field, which a client of an earlier version (its models forbid unknown
+        # fields) still reads
+        data: dict[str, Any] = handler(self)
+        if not self.preempted:
+            data.pop("preempted", None)
+        return data
 
 
 class HostState(_Message):
