@@ -303,9 +303,9 @@ async def test_only_waiters_that_a_freed_row_has_headroom_for_are_tried_again(
         tries: list[str] = []
         placing = s.core.select_destinations
 
-        def counted(spec: RequestSpec, now: float) -> list[Selection]:
+        def counted(spec: RequestSpec, now: float, **options: Any) -> list[Selection]:
             tries.append(spec.instance_uuids[0])
-            return placing(spec, now)
+            return placing(spec, now, **options)  # a waiter's try passes preempt=False
 
         monkeypatch.setattr(s.core, "select_destinations", counted)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
