@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import signal
 import sys
 import uuid
@@ -257,6 +258,70 @@ async def test_many_preemptions_at_once_leave_no_host_over_committed() -> None:
         )
         assert again == answers
         assert await client.host_states() == states
+
+
+async def test_a_mixed_load_of_placements_releases_and_preemptions_stays_consistent() -> None:
+    """Random waves of placements (priorities 0 to 9, some preempting), and releases
+    racing them: every victim had a priority below its preemptor's, is named once,
+    was not released by its caller too, holds no claim after; 0 over-committed hosts."""
+    rng = random.Random(16)
+    hosts = 8
+    async with running_stack(config=PREEMPTING, prefetch=8) as stack:
+        client = stack.client
+        await asyncio.gather(*(client.update_host(host_report(f"h{i}")) for i in range(hosts)))
+        priority_of: dict[str, int] = {}
+        placed: dict[str, Selection] = {}
+        released: set[str] = set()
+        failed = 0
+
+        async def place(uuid_: str, memory_mb: int, priority: int) -> None:
+            nonlocal failed
+            priority_of[uuid_] = priority
+            try:
+                [selection] = await client.select_destinations(
+                    _spec(uuid_, memory_mb, priority=priority)
+                )
+            except NoValidHost:
+                failed += 1
+                return
+            placed[uuid_] = selection
+
+        async def release(uuid_: str) -> None:
+            if await client.release(uuid_):
+                released.add(uuid_)
+
+        n = 0
+        for _ in range(12):
+            calls = []
+            for _ in range(25):
+                n += 1
+                calls.append(
+                    place(f"vm-{n}", rng.choice((1024, 2048, 3072, 4096)), rng.randrange(10))
+                )
+            for uuid_ in rng.sample(sorted(placed), min(5, len(placed))):
+                calls.append(release(uuid_))
+            await asyncio.gather(*calls)
+            states = await client.host_states()
+            assert _over_committed(states) == 0
+
+        victims = [(s.instance_uuid, v) for s in placed.values() for v in s.preempted]
+        assert victims, "the load should have preempted"
+        assert failed, "and some requests should have found nothing to preempt"
+        named = [v for _, v in victims]
+        assert len(named) == len(set(named))  # a claim is released once
+        assert not set(named) & released  # by its preemptor or its caller, never both
+        for preemptor, victim in victims:
+            assert priority_of[victim] <= priority_of[preemptor] - 1, (preemptor, victim)
+        claims = {c.instance_uuid: c for c in await client.claims()}
+        assert not set(named) & set(claims)  # uuids are never reused: no victim came back
+        assert set(claims) == set(placed) - set(named) - released
+        states = await client.host_states()
+        over_committed = _over_committed(states)
+        assert over_committed == 0
+        for host, state in states.items():
+            on_host = [c for c in claims.values() if c.host == host]
+            assert 8192 - state.free_ram_mb == sum(c.memory_mb for c in on_host), host
+            assert state.assumed_claims == len(on_host), host
 
 
 # -- actorsched serve ----------------------------------------------------------
