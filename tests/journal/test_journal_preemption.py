@@ -6,6 +6,7 @@ replaying them twice changes nothing, and no host is ever over-committed."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,71 @@ def test_a_preempting_record_replayed_twice_releases_its_victims_once() -> None:
     assert core.claims() == {"high": ("a", False)}
     assert core.host_states()["a"].free_ram_mb == 0
     assert core.host_states()["a"].assumed_claims == 1
+
+
+def _holds(s: Scheduler, spec: RequestSpec) -> bool:
+    return all(u in s.core.ledger.claims for u in spec.instance_uuids)
+
+
+async def test_a_random_load_with_preemptions_survives_a_restart(backend: Backend) -> None:
+    """Placements of priorities 0 to 9 (some preempting, some of two instances),
+    releases, reports confirming claims and redeliveries; restarted by the records,
+    the same state, and 0 over-committed hosts before and after."""
+    rng = random.Random(4)
+    journal = backend.journal(10**9)
+    async with Scheduler(CONFIG, journal=journal) as s:
+        for i in range(6):
+            assert await s.update_host(_report(f"h{i}"))
+        asked: list[RequestSpec] = []
+        answers: dict[str, list[Selection]] = {}
+        preempted = 0
+        for n in range(150):
+            roll = rng.random()
+            if roll < 0.15 and s.core.ledger.claims:
+                await s.release(rng.choice(sorted(s.core.ledger.claims)))
+            elif roll < 0.25 and (held := [a for a in asked if _holds(s, a)]):
+                spec = rng.choice(held)  # redelivered: the same answer, victims and all
+                assert await s.select_destinations(spec) == answers[spec.instance_uuids[0]]
+            elif roll < 0.3:  # a host reports its claims: they are confirmed
+                host = f"h{rng.randrange(6)}"
+                on = sorted(u for u, (h, _) in s.core.claims().items() if h == host)
+                used = sum(s.core.ledger.claims[u].memory_mb for u in on)
+                state = (await s.host_states())[host]
+                assert await s.update_host(
+                    _report(host, state.generation + 1, memory_mb_used=used, instances=on)
+                )
+            else:
+                uuids = [f"vm-{n}"] if rng.random() < 0.8 else [f"vm-{n}a", f"vm-{n}b"]
+                spec = _spec(
+                    *uuids,
+                    memory_mb=rng.choice((1024, 2048, 4096)),
+                    priority=rng.randrange(10),
+                )
+                try:
+                    selections = await s.select_destinations(spec)
+                except NoValidHost:
+                    continue
+                asked.append(spec)
+                answers[uuids[0]] = selections
+                preempted += sum(len(x.preempted) for x in selections)
+            assert _over_committed(await s.host_states()) == 0
+        assert preempted > 10, "the load should preempt"
+        assert any(c.confirmed for c in s.core.ledger.claims.values())
+        before = s.core.digest()
+        states = await s.host_states()
+        kept = _kept(s.core)
+        _no_closing_snapshot(journal)
+
+    async with Scheduler(CONFIG, journal=backend.journal(10**9)) as again:
+        assert again.journal is not None
+        assert again.journal.recovery is not None
+        assert again.journal.recovery.snapshot_seq == 0
+        assert again.core.digest() == before
+        assert _kept(again.core) == kept
+        after = await again.host_states()
+        assert after == states
+        over_committed = _over_committed(after)
+        assert over_committed == 0
 
 
 @pytest.mark.xfail(
