@@ -230,7 +230,8 @@ class RequestSpec(_Message):
 
 
 class Selection(_Message):
-    """The host chosen for one instance, and the next best hosts to retry on."""
+    """The host chosen for one instance, the next best hosts to retry on, and the
+    claims its placement released to make room (``preempted``, left out when none)."""
 
     instance_uuid: Name
     host: Name
