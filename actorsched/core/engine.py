@@ -1360,6 +1360,22 @@ class SchedulerCore:
             priority=claim.priority,
         )
 
+    def kept_requests(self) -> dict[str, RequestSpec]:
+        """The requests kept for a reschedule or move (see :meth:`_kept_request`),
+        by instance uuid, the oldest kept first (the order the bound drops
+        them in): a copy of the dict; the specs are frozen, so shared."""
+        return dict(self._requests)
+
+    def restore_requests(self, kept: Iterable[tuple[str, RequestSpec]]) -> None:
+        """Keep each ``(uuid, spec)`` of ``kept`` (oldest first) as a placement of
+        ``spec`` keeps it, within the same bound (a snapshot's kept requests)."""
+        requests = self._requests
+        for uuid, spec in kept:
+            requests.pop(uuid, None)
+            requests[uuid] = spec
+        while len(requests) > _KEPT_REQUESTS:
+            del requests[next(iter(requests))]
+
     def _keep_requests(self, spec: RequestSpec) -> None:
         """Keep ``spec`` for a reschedule of each of its instances (bounded)."""
         kept = self._requests
