@@ -60,7 +60,7 @@ def test_columns_round_trip_to_the_same_state() -> None:
 def format_5(core: SchedulerCore) -> dict[str, Any]:
     """The state of ``core`` as format 5 wrote it: no claim priority or preempted
     columns, no kept requests (``core`` must have neither a priority nor a preemption)."""
-    data = json.loads(encode(capture(core)))
+    data: dict[str, Any] = json.loads(encode(capture(core)))
     assert set(data["claims"].pop("priority")) <= {0}
     assert all(not p for p in data["claims"].pop("preempted"))
     del data["requests"]
