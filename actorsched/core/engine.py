@@ -1444,7 +1444,8 @@ class SchedulerCore:
         return {u: (names[c.row] or "", c.confirmed) for u, c in self.ledger.claims.items()}
 
     def digest(self) -> str:
-        """A hash of hosts, generations, figures and claims: equal states, equal digests."""
+        """A hash of hosts, generations, figures and claims (their priorities and
+        preempted claims too): equal states, equal digests."""
         h = hashlib.sha256()
         for host in sorted(self.table.row_of):
             state = host_state(self.table, self.table.row_of[host])
@@ -1469,6 +1470,8 @@ class SchedulerCore:
                     )
                 ).encode()
             )
+            if c.priority or c.preempted:  # none: the digest of before priorities
+                h.update(repr((c.priority, list(c.preempted))).encode())
         for uuid in sorted(self.ledger.migrations):  # none: the digest of before moves
             h.update(repr(self.ledger.migrations[uuid]).encode())
         return h.hexdigest()
