@@ -11,8 +11,10 @@ Rules this module keeps:
   happen on another thread while the owner goes on.
 * The views are semantic, not internal: per host the report that would
   rebuild it, per claim what the ledger holds, per released instance the
-  credit. Rows, zone ids and trait bits are never exposed, so a snapshot
-  survives any change of the table's layout.
+  credit, per kept request its spec (serialized off the owner, by
+  :meth:`CoreImage.request_section`: capture copies only the dict). Rows,
+  zone ids and trait bits are never exposed, so a snapshot survives any
+  change of the table's layout.
 """
 
 from __future__ import annotations
