@@ -15,7 +15,14 @@ import pytest
 from conftest import make_config, make_report, make_spec
 from journal_backends import BACKENDS, Backend, make_backend
 
-from actorsched import MaxRetriesExceeded, NoValidHost, Scheduler
+from actorsched import (
+    Destination,
+    MaxRetriesExceeded,
+    NoValidHost,
+    RequestSpec,
+    Scheduler,
+    ServerGroup,
+)
 from actorsched.core import SchedulerCore
 from actorsched.core import engine as engine_module
 from actorsched.core.image import capture
@@ -119,6 +126,31 @@ def test_restore_requests_keeps_within_the_bound(monkeypatch: pytest.MonkeyPatch
     core = SchedulerCore(CONFIG)
     core.restore_requests((f"vm{n}", make_spec(f"vm{n}")) for n in range(3))
     assert list(core.kept_requests()) == ["vm1", "vm2"]
+
+
+def test_every_field_of_a_kept_request_round_trips() -> None:
+    spec = RequestSpec(
+        instance_uuids=["vm1", "vm2"],
+        memory_mb=1,
+        vcpus=1,
+        disk_gb=1,
+        group=ServerGroup(id="g", policy="anti-affinity", hosts=["x", "x"], max_server_per_host=2),
+        requested_destination=Destination(host="h", node="n"),
+        extra_specs={"k": "v"},
+        forbidden_traits=["GPU"],
+        ignore_hosts=["Y"],
+        force_hosts=["H"],
+        force_nodes=["N"],
+        same_host=["vm0"],
+        different_host=["vm9"],
+        wait=5.0,
+        priority=-3,
+    )
+    core = SchedulerCore(CONFIG)
+    core.restore_requests([("vm2", spec), ("vm1", spec)])
+    kept = _restored(core).kept_requests()
+    assert list(kept.items()) == [("vm2", spec), ("vm1", spec)]
+    assert kept["vm1"] is kept["vm2"]
 
 
 def _format_5(core: SchedulerCore) -> str:
