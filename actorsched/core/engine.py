@@ -105,8 +105,8 @@ _EMPTY: frozenset[str] = frozenset()
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
 # Requests kept for a reschedule, by instance uuid: the latest placements'
-# (a build fails soon after its placement); an older claim reschedules by its
-# resources and group alone.
+# (a build fails soon after its placement), which snapshots keep too; an older
+# claim reschedules by its resources and group alone.
 _KEPT_REQUESTS = 10_000
 # Candidate hosts a preemption frees and tries before it gives up: each try
 # is a full ranking, and a candidate fails it only when a filter outside the
@@ -1337,9 +1337,10 @@ class SchedulerCore:
 
     def _kept_request(self, claim: Claim) -> RequestSpec:
         """The request ``claim`` was made by, for its one instance: the one kept
-        with it (the last ``_KEPT_REQUESTS`` placements, and every one the
-        journal replays), else its resources and group alone (a claim restored
-        from a snapshot, or an old one)."""
+        with it (the last ``_KEPT_REQUESTS`` placements, every one the journal
+        replays, and those a snapshot kept, :meth:`restore_requests`), else its
+        resources and group alone (a claim restored from a snapshot older than
+        format 6, or an old one)."""
         uuid = claim.instance_uuid
         kept = self._requests.get(uuid)
         if kept is not None and request_fingerprint(kept) == claim.fingerprint:
