@@ -105,8 +105,8 @@ _EMPTY: frozenset[str] = frozenset()
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
 # Requests kept for a reschedule, by instance uuid: the latest placements'
-# (a build fails soon after its placement); an older claim reschedules by its
-# resources and group alone.
+# (a build fails soon after its placement), which snapshots keep too; an older
+# claim reschedules by its resources and group alone.
 _KEPT_REQUESTS = 10_000
 # Candidate hosts a preemption frees and tries before it gives up: each try
 # is a full ranking, and a candidate fails it only when a filter outside the
@@ -1352,9 +1352,10 @@ class SchedulerCore:
 
     def _kept_request(self, claim: Claim) -> RequestSpec:
         """The request ``claim`` was made by, for its one instance: the one kept
-        with it (the last ``_KEPT_REQUESTS`` placements, and every one the
-        journal replays), else its resources and group alone (a claim restored
-        from a snapshot, or an old one)."""
+        with it (the last ``_KEPT_REQUESTS`` placements, every one the journal
+        replays, and those a snapshot kept, :meth:`restore_requests`), else its
+        resources and group alone (a claim restored from a snapshot older than
+        format 6, or an old one)."""
         uuid = claim.instance_uuid
         kept = self._requests.get(uuid)
         if kept is not None and request_fingerprint(kept) == claim.fingerprint:
@@ -1374,6 +1375,22 @@ class SchedulerCore:
             group=group,
             priority=claim.priority,
         )
+
+    def kept_requests(self) -> dict[str, RequestSpec]:
+        """The requests kept for a reschedule or move (see :meth:`_kept_request`),
+        by instance uuid, the oldest kept first (the order the bound drops
+        them in): a copy of the dict; the specs are frozen, so shared."""
+        return dict(self._requests)
+
+    def restore_requests(self, kept: Iterable[tuple[str, RequestSpec]]) -> None:
+        """Keep each ``(uuid, spec)`` of ``kept`` (oldest first) as a placement of
+        ``spec`` keeps it, within the same bound (a snapshot's kept requests)."""
+        requests = self._requests
+        for uuid, spec in kept:
+            requests.pop(uuid, None)
+            requests[uuid] = spec
+        while len(requests) > _KEPT_REQUESTS:
+            del requests[next(iter(requests))]
 
     def _keep_requests(self, spec: RequestSpec) -> None:
         """Keep ``spec`` for a reschedule of each of its instances (bounded)."""
@@ -1443,7 +1460,8 @@ class SchedulerCore:
         return {u: (names[c.row] or "", c.confirmed) for u, c in self.ledger.claims.items()}
 
     def digest(self) -> str:
-        """A hash of hosts, generations, figures and claims: equal states, equal digests."""
+        """A hash of hosts, generations, figures and claims (their priorities and
+        preempted claims too): equal states, equal digests."""
         h = hashlib.sha256()
         for host in sorted(self.table.row_of):
             state = host_state(self.table, self.table.row_of[host])
@@ -1468,6 +1486,8 @@ class SchedulerCore:
                     )
                 ).encode()
             )
+            if c.priority or c.preempted:  # none: the digest of before priorities
+                h.update(repr((c.priority, list(c.preempted))).encode())
         for uuid in sorted(self.ledger.migrations):  # none: the digest of before moves
             h.update(repr(self.ledger.migrations[uuid]).encode())
         return h.hexdigest()

@@ -11,24 +11,27 @@ Rules this module keeps:
   happen on another thread while the owner goes on.
 * The views are semantic, not internal: per host the report that would
   rebuild it, per claim what the ledger holds, per released instance the
-  credit. Rows, zone ids and trait bits are never exposed, so a snapshot
-  survives any change of the table's layout.
+  credit, per kept request its spec (serialized off the owner, by
+  :meth:`CoreImage.request_section`: capture copies only the dict). Rows,
+  zone ids and trait bits are never exposed, so a snapshot survives any
+  change of the table's layout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..models import Aggregate
+from ..models import Aggregate, RequestSpec
 from .engine import SchedulerCore
 from .ledger import Claim, Migration
 from .table import REPORT_COLUMNS
 
-__all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "CoreImage", "capture"]
+__all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "REQUEST_COLUMNS", "CoreImage", "capture"]
 
 # raw table columns a host report sets: column -> HostReport field
 _REPORTED = REPORT_COLUMNS  # (column, report field)
@@ -47,7 +50,13 @@ CLAIM_COLUMNS = (
     "confirmed",
     "alternates",
     "fingerprint",
+    "priority",
+    "preempted",
 )
+# the requests kept for a reschedule or move, beside the list of distinct
+# specs: each uuid one is kept for, in the order they were kept, and the index
+# of its spec in that list
+REQUEST_COLUMNS = ("instance_uuid", "spec")
 # a released instance its host still lists, credited back until it does not
 CREDIT_COLUMNS = ("host", "instance_uuid", "memory_mb", "vcpus", "disk_gb")
 
@@ -77,6 +86,8 @@ class CoreImage:
     reported_ratios: dict[int, tuple[float | None, float | None, float | None]]
     aggregates: list[Aggregate]
     migrations: tuple[Migration, ...] = ()  # open moves (their holds are claims)
+    # the kept requests by uuid, oldest first (frozen specs: shared, not copied)
+    requests: dict[str, RequestSpec] = dataclasses.field(default_factory=dict)
 
     def host_columns(self) -> dict[str, list[Any]]:
         """Every host as the report that rebuilds it, in columns named as
@@ -136,10 +147,33 @@ class CoreImage:
                 confirmed,
                 c.alternates,
                 c.fingerprint,
+                c.priority,
+                c.preempted,  # a tuple: json.dumps writes it as a list
             )
             for c, confirmed in self.claims
         ]
         return _columns(CLAIM_COLUMNS, rows)
+
+    def request_section(self) -> dict[str, Any]:
+        """The kept requests: ``specs``, each distinct one once as its JSON
+        object (without its defaults), and one list per name in
+        :data:`REQUEST_COLUMNS`: each uuid a request is kept for, in the order
+        they were kept (the oldest first, as the bound drops them), and the
+        index of its spec in ``specs``.
+
+        A request kept for several uuids is one object the core shares between
+        them, so it is told apart by identity and written once.
+        """
+        index: dict[int, int] = {}
+        specs: list[dict[str, Any]] = []
+        which: list[int] = []
+        for spec in self.requests.values():
+            at = index.get(id(spec))
+            if at is None:
+                at = index[id(spec)] = len(specs)
+                specs.append(spec.model_dump(mode="json", exclude_defaults=True))
+            which.append(at)
+        return {"specs": specs, "instance_uuid": list(self.requests), "spec": which}
 
     def credit_columns(self) -> dict[str, list[Any]]:
         """Every release credit, one list per name in :data:`CREDIT_COLUMNS`."""
@@ -176,4 +210,5 @@ def capture(core: SchedulerCore) -> CoreImage:
         reported_ratios=dict(core.reported_ratios),
         aggregates=core.aggregates.aggregates(),
         migrations=tuple(core.ledger.migrations.values()),  # frozen: shared, not copied
+        requests=core.kept_requests(),  # one dict copy (at most _KEPT_REQUESTS entries)
     )

@@ -6,21 +6,30 @@ Rules this module keeps:
   per host the report that rebuilds it (figures, enabled, zone, traits,
   node, the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
-  it, its selection and its request's fingerprint; per released instance
+  it, its selection (with the claims its placement preempted), its request's
+  fingerprint and priority (format 6); per released instance
   its credit; per host aggregate its name, hosts and metadata. Rows, zone
   ids and trait bits never appear, so a snapshot outlives table changes.
   Per open move (format 5) its migration and instance uuids, what was
   asked, whether it evacuates, the source claim's server group and the
   destination's selection; its hold is a claim keyed by the migration uuid.
   A host's zone and ratios are those its report carried: the aggregates'
-  zone and ratios come back with the aggregates.
+  zone and ratios come back with the aggregates. The requests the core keeps
+  for a reschedule or move (format 6): each once, as its JSON, with the uuids
+  it is kept for in the order they were kept (so the bound drops the same
+  ones first).
 * A fingerprint is ``request_fingerprint``'s text: a change to what that
   holds must bump :data:`SNAPSHOT_FORMAT`. Older formats carry none, and
   their claims come back with an unknown fingerprint (any repeat of the
   uuid is accepted, as it was when they were written).
 * Restoring goes only through the core's own methods (``update_host``,
-  ``restore_claims``, ``release``), so every index the core keeps is
-  rebuilt by the code that keeps it.
+  ``restore_claims``, ``release``, ``restore_migration``,
+  ``restore_requests``), so every index the core keeps is rebuilt by the
+  code that keeps it. A claim's preempted claims are named again, never
+  released again: the snapshot was taken after their release.
+* Formats 1 to 5 are still read: their claims come back with priority 0 and
+  no preempted claims, and no request is kept (a reschedule or move of a
+  claim they hold asks its resources and group alone).
 """
 
 from __future__ import annotations
@@ -29,8 +38,10 @@ import json
 import logging
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..core import SchedulerCore
-from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, CoreImage
+from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, REQUEST_COLUMNS, CoreImage
 from ..core.ledger import Migration
 from ..models import Aggregate, HostReport, RequestSpec, Selection, ServerGroup
 
@@ -38,19 +49,24 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
-# 5: as 4, and the open moves (their holds are claims keyed by migration uuid);
-# 4: as 3, and the host aggregates, and each host's reported allocation
-# ratios (HostReport's *_allocation_ratio columns) and node; 3: as 2, and each
-# claim's request fingerprint; 2: hosts, claims and credits as columns (one
-# JSON list per field); 1: one object per host, claim and credit. 1, 2 and 3
-# are still read (no aggregates, no host ratios, nodes named as their hosts;
-# 1 and 2 have no fingerprints).
-SNAPSHOT_FORMAT = 5
-_READ = (1, 2, 3, 4, SNAPSHOT_FORMAT)
+# 6: as 5, and each claim's priority and preempted claims, and the requests
+# kept for a reschedule or move; 5: as 4, and the open moves (their holds are
+# claims keyed by migration uuid); 4: as 3, and the host aggregates, and each
+# host's reported allocation ratios (HostReport's *_allocation_ratio columns)
+# and node; 3: as 2, and each claim's request fingerprint; 2: hosts, claims and
+# credits as columns (one JSON list per field); 1: one object per host, claim
+# and credit. 1 to 5 are still read (before 6: priority 0, no preempted claims,
+# no kept requests; before 5: no moves; before 4: no aggregates, no host
+# ratios, nodes named as their hosts; 1 and 2 have no fingerprints).
+SNAPSHOT_FORMAT = 6
+_READ = (1, 2, 3, 4, 5, SNAPSHOT_FORMAT)
 _HOST_FIELDS = tuple(HostReport.model_fields)
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 _HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f not in (*_RATIO_FIELDS, "node"))
-_CLAIM_COLUMNS_2 = tuple(c for c in CLAIM_COLUMNS if c != "fingerprint")
+_CLAIM_COLUMNS_5 = tuple(c for c in CLAIM_COLUMNS if c not in ("priority", "preempted"))
+_CLAIM_COLUMNS_2 = tuple(c for c in _CLAIM_COLUMNS_5 if c != "fingerprint")
+# RequestSpec.priority's bounds (a test holds the two together)
+_PRIORITIES = (-1_000_000, 1_000_000)
 
 
 def encode(image: CoreImage) -> str:
@@ -67,6 +83,7 @@ def encode(image: CoreImage) -> str:
             "released": image.credit_columns(),
             "aggregates": image.aggregate_list(),
             "moves": image.migration_list(),
+            "requests": image.request_section(),
         },
         separators=(",", ":"),
     )
@@ -101,13 +118,16 @@ def restore(core: SchedulerCore, text: str) -> None:
         rows = _rows(data["hosts"], (*fields, "reported_at"), "hosts")
         hosts = [{"reported_at": r.pop("reported_at"), "report": r} for r in rows]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
-        columns = CLAIM_COLUMNS if data["format"] >= 3 else _CLAIM_COLUMNS_2
+        columns: tuple[str, ...] = CLAIM_COLUMNS
+        if data["format"] < 6:
+            columns = _CLAIM_COLUMNS_5 if data["format"] >= 3 else _CLAIM_COLUMNS_2
         claims = _rows(data["claims"], columns, "claims")
         for claim in claims:
             claim["selection"] = {
                 "instance_uuid": claim["instance_uuid"],
                 "host": claim["host"],
                 "alternates": claim.pop("alternates"),
+                "preempted": _preempted(claim),
             }
     # aggregates first: each host then joins its aggregates as it is restored
     for entry in data.get("aggregates", []) if data["format"] >= 4 else []:
@@ -138,7 +158,7 @@ def restore(core: SchedulerCore, text: str) -> None:
         if fingerprint is not None and not isinstance(fingerprint, str):
             raise ValueError(f"claim {claim['instance_uuid']!r} has a fingerprint that is not text")
         core.restore_claims(
-            _spec(claim["instance_uuid"], claim, claim["group_id"]),
+            _spec(claim["instance_uuid"], claim, claim["group_id"], _priority(claim)),
             [selection],
             float(claim["created_at"]),
             fingerprint=fingerprint,
@@ -155,6 +175,73 @@ def restore(core: SchedulerCore, text: str) -> None:
                 "confirmed" if claim["confirmed"] else "assumed",
             )
     _restore_moves(core, moves)
+    if data["format"] >= 6:
+        _restore_requests(core, data.get("requests"))
+
+
+def _priority(claim: dict[str, Any]) -> int:
+    """A claim's priority, checked (0 before format 6, which kept none)."""
+    priority = claim.get("priority", 0)
+    low, high = _PRIORITIES
+    if type(priority) is not int or not low <= priority <= high:
+        raise ValueError(
+            f"claim {claim['instance_uuid']!r} has priority {priority!r}: "
+            f"not a whole number from {low:,} to {high:,}"
+        )
+    return priority
+
+
+def _preempted(claim: dict[str, Any]) -> list[str]:
+    """A claim's preempted claims (its column's entry), checked; none before format 6."""
+    preempted = claim.pop("preempted", [])
+    if not isinstance(preempted, list) or not all(isinstance(u, str) for u in preempted):
+        raise ValueError(
+            f"claim {claim['instance_uuid']!r} has preempted {str(preempted)[:80]}: "
+            "not a list of instance uuids"
+        )
+    return preempted
+
+
+def _restore_requests(core: SchedulerCore, section: Any) -> None:
+    """Keep again the requests a format 6 snapshot kept, in their order."""
+    if not isinstance(section, dict) or set(section) != {"specs", *REQUEST_COLUMNS}:
+        raise ValueError(
+            f"snapshot requests must have exactly specs and the columns {list(REQUEST_COLUMNS)}"
+        )
+    if not isinstance(section["specs"], list):
+        raise ValueError("snapshot requests' specs must be a list")
+    specs: list[RequestSpec] = []
+    for index, entry in enumerate(section["specs"]):
+        try:
+            specs.append(RequestSpec.model_validate(entry))
+        except ValidationError as exc:
+            raise ValueError(f"snapshot request spec {index} does not parse: {exc}") from exc
+    rows = _rows({c: section[c] for c in REQUEST_COLUMNS}, REQUEST_COLUMNS, "requests")
+    named: list[frozenset[str] | None] = [None] * len(specs)  # each spec's uuids, when asked
+    kept: dict[str, RequestSpec] = {}
+    for row in rows:
+        uuid, at = row["instance_uuid"], row["spec"]
+        if not isinstance(uuid, str):
+            raise ValueError(f"snapshot requests: instance_uuid {uuid!r} is not text")
+        if uuid in kept:
+            raise ValueError(f"snapshot requests: {uuid!r} is kept twice")
+        if type(at) is not int or not 0 <= at < len(specs):
+            raise ValueError(
+                f"snapshot requests: {uuid!r} is kept with spec {at!r}, "
+                f"not an index of the {len(specs)} specs"
+            )
+        uuids = named[at]
+        if uuids is None:
+            uuids = named[at] = frozenset(specs[at].instance_uuids)
+        if uuid not in uuids:
+            raise ValueError(
+                f"snapshot requests: {uuid!r} is kept with spec {at}, whose "
+                "instance_uuids do not name it"
+            )
+        kept[uuid] = specs[at]
+    if None in named:
+        raise ValueError(f"snapshot request spec {named.index(None)} is kept for no instance")
+    core.restore_requests(kept.items())
 
 
 def _restore_moves(core: SchedulerCore, entries: Any) -> None:
@@ -187,9 +274,11 @@ def _restore_moves(core: SchedulerCore, entries: Any) -> None:
         )
 
 
-def _spec(uuid: str, figures: dict[str, Any], group_id: str | None) -> RequestSpec:
-    # restore_claims reads only the resources and the group id of a spec; the
-    # policy is not part of a claim, so any valid one carries the id
+def _spec(
+    uuid: str, figures: dict[str, Any], group_id: str | None, priority: int = 0
+) -> RequestSpec:
+    # restore_claims reads only the resources, the group id and the priority of
+    # a spec; the policy is not part of a claim, so any valid one carries the id
     group = None if group_id is None else ServerGroup(id=group_id, policy="affinity")
     return RequestSpec(
         instance_uuids=[uuid],
@@ -197,4 +286,5 @@ def _spec(uuid: str, figures: dict[str, Any], group_id: str | None) -> RequestSp
         vcpus=figures["vcpus"],
         disk_gb=figures["disk_gb"],
         group=group,
+        priority=priority,
     )

@@ -46,3 +46,19 @@ def test_claim_columns_name_each_claims_host() -> None:
     assert claims["instance_uuid"] == ["vm-1"]
     assert claims["memory_mb"] == [700]
     assert claims["confirmed"] == [False]
+
+
+def test_claim_columns_carry_priority_and_the_request_section_each_kept_spec_once() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.select_destinations(make_spec("vm-1", "vm-2", priority=4), 1.0)
+    image = capture(core)
+    core.select_destinations(make_spec("vm-3"), 2.0)  # kept after the capture: not in it
+    assert image.claim_columns()["priority"] == [4, 4]
+    assert image.claim_columns()["preempted"] == [(), ()]
+    section = image.request_section()
+    assert section["instance_uuid"] == ["vm-1", "vm-2"]
+    assert section["spec"] == [0, 0]
+    assert section["specs"] == [
+        make_spec("vm-1", "vm-2", priority=4).model_dump(mode="json", exclude_defaults=True)
+    ]

@@ -1,6 +1,6 @@
-"""Snapshot text: columns (format 5) round-trip; formats 1 to 4 still restore (1 and 2
-with unknown request fingerprints; none with aggregates, host ratios or nodes); bad
-columns fail."""
+"""Snapshot text: columns (format 6) round-trip; formats 1 to 5 still restore (1 and 2
+with unknown request fingerprints; 1 to 3 with no aggregates, host ratios or nodes); bad
+columns fail (format 6's own columns: test_snapshot_format6.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 5
+    assert data["format"] == SNAPSHOT_FORMAT == 6
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
     assert data["hosts"]["node"] == [None, "c-node"]  # None: named as its host
     assert sorted(data["claims"]["instance_uuid"]) == ["vm1", "vm3"]
@@ -57,9 +57,21 @@ def test_columns_round_trip_to_the_same_state() -> None:
         again.select_destinations(make_spec("vm3", memory_mb=2048), now=9.0)
 
 
+def format_5(core: SchedulerCore) -> dict[str, Any]:
+    """The state of ``core`` as format 5 wrote it: no claim priority or preempted
+    columns, no kept requests (``core`` must have neither a priority nor a preemption)."""
+    data: dict[str, Any] = json.loads(encode(capture(core)))
+    assert set(data["claims"].pop("priority")) <= {0}
+    assert all(not p for p in data["claims"].pop("preempted"))
+    del data["requests"]
+    data["format"] = 5
+    return data
+
+
 def _format_3(core: SchedulerCore) -> str:
     """The same state as format 3 wrote it: no aggregates, no host ratio or node columns."""
-    data = json.loads(encode(capture(core)))
+    data = format_5(core)
+    assert data.pop("moves") == []
     assert data["aggregates"] == []  # format 3 could not say more
     del data["aggregates"]
     for field in ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"):
@@ -154,7 +166,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=6), "unknown snapshot format"),
+        (lambda d: d.update(format=7), "unknown snapshot format"),
         (lambda d: d["hosts"].pop("node"), "snapshot hosts must have exactly the columns"),
         (lambda d: d["claims"].pop("fingerprint"), "snapshot claims must have exactly"),
     ],
