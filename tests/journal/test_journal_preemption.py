@@ -314,12 +314,6 @@ async def test_a_random_load_with_preemptions_survives_a_restart(backend: Backen
         assert over_committed == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a snapshot (core/image.py, journal/snapshot.py) keeps neither a claim's "
-    "priority nor its preempted victims: restored from one, every claim has priority 0 "
-    "and a redelivery answers without preempted (the digest covers neither)",
-)
 async def test_preemptions_survive_a_restart_from_a_snapshot(backend: Backend) -> None:
     async with Scheduler(CONFIG, journal=backend.journal(10**9)) as s:
         answers = await _build(s)
