@@ -101,6 +101,8 @@ R = TypeVar("R")
 log = logging.getLogger("actorsched.core")
 
 _EMPTY: frozenset[str] = frozenset()
+# what a placement that may not preempt releases (nothing: never appended to)
+_NO_EVICTIONS: list[tuple[Claim, bool]] = []
 # Distinct request fingerprints kept for sharing between claims before the
 # pool starts over (it only saves memory: a fingerprint not in it is fine).
 _FINGERPRINT_POOL = 4_096
@@ -190,6 +192,7 @@ class SchedulerCore:
         self._oldest = np.inf  # at most the oldest reported_at of a row not marked stale
         self._swept_below = -np.inf  # rows reported before this are marked stale
         self._rng = random.Random(config.seed)
+        self._preemption = config.preemption  # read on every request
         # read on every request (config is frozen)
         self._subset = config.host_subset_size
         self._alternates = config.max_attempts - 1
@@ -625,9 +628,12 @@ class SchedulerCore:
         # instance is ranked only for its random subset.
         several = len(spec.instance_uuids) > 1
         want = self._subset if several else self._want
-        released: list[tuple[Claim, bool]] = [] if evicted is None else evicted
+        preempting = preempt and self._preemption
+        # the claims a preemption released, given back if the request fails
+        released: list[tuple[Claim, bool]] = (
+            evicted if evicted is not None else [] if preempting else _NO_EVICTIONS
+        )
         released_before = len(released)
-        preempting = preempt and self.config.preemption
         try:
             if self._check_fresh:
                 self._sweep(now)
