@@ -11,7 +11,10 @@ test names only the figures it is about.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,8 @@ __all__ = [
     "make_report",
     "make_spec",
     "ram_only_config",
+    "start_serve",
+    "until_pending",
 ]
 
 
@@ -46,6 +51,48 @@ def code_under_test_env() -> dict[str, str]:
     return dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     )
+
+
+async def start_serve(
+    amqp_url: str, queue: str, journal: Path, *more: str, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """``actorsched serve`` on ``queue`` with ``journal``, once it logs that it is
+    ready (its stderr is left to the caller to drain or read)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "actorsched.cli",
+        "serve",
+        "--amqp-url",
+        amqp_url,
+        "--queue",
+        queue,
+        "--journal",
+        str(journal),
+        *more,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={**code_under_test_env(), **(env or {})},
+    )
+    assert process.stderr is not None
+    seen: list[str] = []
+    while True:
+        line = (await asyncio.wait_for(process.stderr.readline(), timeout=30)).decode()
+        if not line:
+            raise AssertionError(f"serve exited before it was ready:\n{''.join(seen)}")
+        seen.append(line)
+        if "ready" in line:
+            return process
+
+
+async def until_pending(scheduler: Any, count: int) -> None:
+    """Wait (bounded, never a fixed sleep) until ``count`` requests wait for room."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if scheduler.pending_requests == count:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{scheduler.pending_requests} waiting, not {count}")
 
 
 # The fields of a valid HostReport: 4096 MB, 4 vCPUs, 100 GB, nothing used.

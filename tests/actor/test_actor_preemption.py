@@ -6,25 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
-from conftest import make_report, make_spec
+from conftest import make_report, make_spec, until_pending
 
-from actorsched import NoValidHost, Scheduler, SchedulerConfig, Selection
+from actorsched import NoValidHost, RequestSpec, Scheduler, SchedulerConfig, Selection
 from actorsched.metrics import SchedulerMetrics
 
 TIMEOUT = 10.0
 CONFIG = SchedulerConfig(seed=0, preemption=True)
 
 
-async def until_waiting(s: Scheduler, count: int) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if s.pending_requests == count:
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"{s.pending_requests} waiting, not {count}")
+async def _waiting_while_a_host_joins_its_zone(
+    s: Scheduler,
+) -> tuple[RequestSpec, asyncio.Task[list[Selection]]]:
+    """A full host a (one priority-0 claim) and a request "w" (priority 9, zone z2)
+    that waits: no host is in z2. Then a joins z2: "w" is tried again and waits on
+    (a woken waiter takes only free room)."""
+    await s.update_host(make_report("a", memory_mb=2048))
+    await s.select_destinations(make_spec("low", memory_mb=2048))
+    spec = make_spec("w", memory_mb=2048, priority=9, availability_zone="z2")
+    first = asyncio.create_task(s.select_destinations(spec, wait=TIMEOUT))
+    await until_pending(s, 1)
+    await s.create_aggregate("agg", {"availability_zone": "z2"}, ["a"])
+    return spec, first
 
 
 async def test_an_embedded_request_preempts_and_names_its_victims() -> None:
@@ -42,7 +47,7 @@ async def test_a_woken_waiter_takes_only_free_room_and_a_newcomer_may_preempt() 
         await s.select_destinations(make_spec("low", memory_mb=2048))
         spec = make_spec("waiter", memory_mb=2048, priority=9, availability_zone="z2")
         waiter = asyncio.create_task(s.select_destinations(spec, wait=TIMEOUT))
-        await until_waiting(s, 1)  # no host in z2: nothing to preempt either
+        await until_pending(s, 1)  # no host in z2: nothing to preempt either
         # now a is in z2: the waiter is tried again (an aggregate change), but it
         # only takes room that freed, and none did
         await s.create_aggregate("agg", {"availability_zone": "z2"}, ["a"])
@@ -63,14 +68,9 @@ async def test_a_woken_waiter_takes_only_free_room_and_a_newcomer_may_preempt() 
 
 async def test_a_redelivery_of_a_waiting_request_waits_and_does_not_preempt() -> None:
     async with Scheduler(CONFIG) as s:
-        await s.update_host(make_report("a", memory_mb=2048))
-        await s.select_destinations(make_spec("low", memory_mb=2048))
-        spec = make_spec("w", memory_mb=2048, priority=9, availability_zone="z2")
-        first = asyncio.create_task(s.select_destinations(spec, wait=TIMEOUT))
-        await until_waiting(s, 1)
-        await s.create_aggregate("agg", {"availability_zone": "z2"}, ["a"])
+        spec, first = await _waiting_while_a_host_joins_its_zone(s)
         again = asyncio.create_task(s.select_destinations(spec, wait=TIMEOUT))
-        await until_waiting(s, 2)  # it waits with the first: it does not preempt
+        await until_pending(s, 2)  # it waits with the first: it does not preempt
         assert set(s.core.claims()) == {"low"}
         assert await s.release("low")
         async with asyncio.timeout(TIMEOUT):
@@ -80,12 +80,7 @@ async def test_a_redelivery_of_a_waiting_request_waits_and_does_not_preempt() ->
 
 async def test_a_redelivery_that_cannot_wait_fails_without_preempting() -> None:
     async with Scheduler(CONFIG) as s:
-        await s.update_host(make_report("a", memory_mb=2048))
-        await s.select_destinations(make_spec("low", memory_mb=2048))
-        spec = make_spec("w", memory_mb=2048, priority=9, availability_zone="z2")
-        first = asyncio.create_task(s.select_destinations(spec, wait=TIMEOUT))
-        await until_waiting(s, 1)
-        await s.create_aggregate("agg", {"availability_zone": "z2"}, ["a"])
+        spec, first = await _waiting_while_a_host_joins_its_zone(s)
         with pytest.raises(NoValidHost):
             await s.select_destinations(spec)
         assert set(s.core.claims()) == {"low"}
@@ -98,7 +93,7 @@ async def test_room_a_preemption_leaves_over_wakes_a_waiter() -> None:
         await s.select_destinations(make_spec("low", memory_mb=4096))
         small = make_spec("small", memory_mb=1024)  # priority 0: may not preempt "low"
         waiter = asyncio.create_task(s.select_destinations(small, wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         [placed] = await s.select_destinations(make_spec("high", memory_mb=2048, priority=5))
         assert placed.preempted == ["low"]
         async with asyncio.timeout(TIMEOUT):

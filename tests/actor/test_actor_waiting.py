@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_report, make_spec
+from conftest import make_report, make_spec, until_pending
 from pydantic import ValidationError
 
 from actorsched import (
@@ -35,16 +35,6 @@ def big(*uuids: str, **fields: Any) -> RequestSpec:
     return make_spec(*uuids, memory_mb=1024, **fields)
 
 
-async def until_waiting(s: Scheduler, count: int) -> None:
-    """Let the owner take the waiters in (bounded: a test never sleeps for a fixed time)."""
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if s.pending_requests == count:
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"{s.pending_requests} waiting, not {count}")
-
-
 async def full_scheduler(s: Scheduler) -> None:
     await s.update_host(make_report("h1", memory_mb=1024))
     await s.select_destinations(big("first"))
@@ -54,7 +44,7 @@ async def test_a_request_that_fits_nowhere_waits_and_a_release_places_it() -> No
     async with Scheduler(CONFIG) as s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm2"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         assert not waiter.done()
         assert await s.release("first")
         async with asyncio.timeout(TIMEOUT):
@@ -67,7 +57,7 @@ async def test_a_report_that_frees_room_places_a_waiter() -> None:
     async with Scheduler(CONFIG) as s:
         await s.update_host(make_report("h1", memory_mb=1024, memory_mb_used=1024))
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         await s.update_host(make_report("h1", 2, memory_mb=1024, memory_mb_used=512))
         assert s.pending_requests == 1  # 512 MB free is not room for 1024: still waiting
         await s.update_host(make_report("h1", 3, memory_mb=1024, memory_mb_used=0))
@@ -78,7 +68,7 @@ async def test_a_report_that_frees_room_places_a_waiter() -> None:
 async def test_a_new_host_reporting_places_a_waiter() -> None:
     async with Scheduler(CONFIG) as s:
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)  # no host at all yet
+        await until_pending(s, 1)  # no host at all yet
         await s.update_host(make_report("h9", memory_mb=2048))
         async with asyncio.timeout(TIMEOUT):
             assert [sel.host for sel in await waiter] == ["h9"]
@@ -96,7 +86,7 @@ async def test_removing_a_host_frees_its_claims_for_a_different_host_waiter() ->
         waiter = asyncio.create_task(
             s.select_destinations(big("vm", different_host=["second"]), wait=TIMEOUT)
         )
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         assert await s.remove_host(other)  # "second" and its claim are gone
         await s.release("first")
         async with asyncio.timeout(TIMEOUT):
@@ -107,9 +97,9 @@ async def test_the_higher_priority_waiter_goes_first_even_if_it_came_later() -> 
     async with Scheduler(CONFIG) as s:
         await full_scheduler(s)
         low = asyncio.create_task(s.select_destinations(big("low"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         high = asyncio.create_task(s.select_destinations(big("high", priority=5), wait=TIMEOUT))
-        await until_waiting(s, 2)
+        await until_pending(s, 2)
         await s.release("first")
         async with asyncio.timeout(TIMEOUT):
             await high
@@ -126,7 +116,7 @@ async def test_equal_priorities_wait_in_arrival_order() -> None:
         tasks = []
         for name in ("a", "b", "c"):
             tasks.append(asyncio.create_task(s.select_destinations(big(name), wait=TIMEOUT)))
-            await until_waiting(s, len(tasks))
+            await until_pending(s, len(tasks))
         order: list[str] = []
         previous = "first"
         for task, name in zip(tasks, ("a", "b", "c"), strict=True):
@@ -147,7 +137,7 @@ async def test_a_smaller_later_request_that_fits_is_not_held_back_by_a_bigger_on
             s.select_destinations(make_spec("huge", memory_mb=4096, priority=9), wait=TIMEOUT)
         )
         small = asyncio.create_task(s.select_destinations(big("small"), wait=TIMEOUT))
-        await until_waiting(s, 2)
+        await until_pending(s, 2)
         await s.release("first")
         async with asyncio.timeout(TIMEOUT):
             await small
@@ -173,7 +163,7 @@ async def test_the_waiting_line_is_bounded() -> None:
     async with Scheduler(SchedulerConfig(seed=0, max_waiting_requests=1)) as s:
         await full_scheduler(s)
         first = asyncio.create_task(s.select_destinations(big("a"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         with pytest.raises(NoValidHost, match="the waiting line is full"):
             await s.select_destinations(big("b"), wait=TIMEOUT)
         assert s.pending_requests == 1
@@ -200,7 +190,7 @@ async def test_a_waiter_gets_the_room_before_a_newcomer_later_in_the_same_batch(
     async with Scheduler(CONFIG) as s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         released = s.submit(Release("first"))
         newcomer = s.submit(SelectDestinations(big("newcomer")))
         async with asyncio.timeout(TIMEOUT):
@@ -223,7 +213,7 @@ async def test_a_waiter_is_woken_only_once_per_freeing_and_tried_against_later_o
     async with Scheduler(CONFIG) as s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         assert not await s.release("nobody")  # changed nothing: not a freeing event
         await s.update_host(make_report("h2", memory_mb=512))  # freeing, too small
         assert s.pending_requests == 1
@@ -236,9 +226,9 @@ async def test_a_caller_that_gives_up_leaves_the_line() -> None:
     async with Scheduler(CONFIG) as s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         waiter.cancel()
-        await until_waiting(s, 0)
+        await until_pending(s, 0)
         await s.release("first")
         assert s.core.claims() == {}  # nothing placed for the caller that left
 
@@ -248,7 +238,7 @@ async def test_stopping_fails_the_waiters_with_scheduler_stopped() -> None:
     async with s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
     with pytest.raises(SchedulerStopped):
         async with asyncio.timeout(TIMEOUT):
             await waiter
@@ -259,7 +249,7 @@ async def test_the_pending_requests_gauge() -> None:
     async with Scheduler(CONFIG, metrics=metrics) as s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         assert metrics.registry.get_sample_value("actorsched_pending_requests") == 1
         await s.release("first")
         async with asyncio.timeout(TIMEOUT):
@@ -273,7 +263,7 @@ async def test_a_woken_placement_is_journaled_and_survives_a_restart(tmp_path: P
     async with Scheduler(CONFIG, journal=journal) as s:
         await full_scheduler(s)
         waiter = asyncio.create_task(s.select_destinations(big("vm"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         await s.release("first")  # the claim is made in the release's batch
         async with asyncio.timeout(TIMEOUT):
             await waiter
@@ -312,7 +302,7 @@ async def test_only_waiters_that_a_freed_row_has_headroom_for_are_tried_again(
         small = asyncio.create_task(
             s.select_destinations(make_spec("small", memory_mb=256, disk_gb=200), wait=TIMEOUT)
         )
-        await until_waiting(s, 2)
+        await until_pending(s, 2)
         assert tries == ["vm", "small"]
         # h2 has 512 MB: no room for "vm", nor disk for "small": neither is tried
         await s.update_host(make_report("h2", memory_mb=512, local_gb=100))
@@ -338,7 +328,7 @@ async def test_a_row_with_room_for_one_instance_wakes_a_request_for_several() ->
         first = await s.select_destinations(big("first"))
         free = {"h1": "h2", "h2": "h1"}[first[0].host]
         waiter = asyncio.create_task(s.select_destinations(big("a", "b"), wait=TIMEOUT))
-        await until_waiting(s, 1)  # one host free, two asked
+        await until_pending(s, 1)  # one host free, two asked
         await s.release("first")
         async with asyncio.timeout(TIMEOUT):
             hosts = sorted(sel.host for sel in await waiter)
@@ -359,7 +349,7 @@ async def test_a_confirmed_move_wakes_the_request_that_waited_for_its_source() -
         waiting = asyncio.ensure_future(
             s.select_destinations(make_spec("vm-b", memory_mb=3000), wait=TIMEOUT)
         )
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         assert await s.confirm_move("mig-1")
         (woken,) = await asyncio.wait_for(waiting, TIMEOUT)
         assert woken.host == source
@@ -412,9 +402,9 @@ async def test_twin_waiters_of_one_request_are_both_answered_when_room_frees() -
     async with Scheduler(CONFIG) as s:
         await full_scheduler(s)
         first = asyncio.create_task(s.select_destinations(big("vm2"), wait=TIMEOUT))
-        await until_waiting(s, 1)
+        await until_pending(s, 1)
         again = asyncio.create_task(s.select_destinations(big("vm2"), wait=TIMEOUT))
-        await until_waiting(s, 2)
+        await until_pending(s, 2)
         assert await s.release("first")
         async with asyncio.timeout(TIMEOUT):
             answers = await asyncio.gather(first, again)

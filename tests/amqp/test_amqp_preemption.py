@@ -10,7 +10,6 @@ import asyncio
 import json
 import random
 import signal
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import aio_pika
 import pytest
 from amqp_support import AMQP_URL, Stack, delete_topology, host_report, running_stack, unique_queue
-from conftest import code_under_test_env
+from conftest import start_serve
 
 from actorsched import HostState, NoValidHost, RequestSpec, SchedulerConfig, Selection
 from actorsched.amqp import SchedulerClient
@@ -328,31 +327,9 @@ async def test_a_mixed_load_of_placements_releases_and_preemptions_stays_consist
 
 
 async def _serve(queue: str, journal: Path, **env: str) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "actorsched.cli",
-        "serve",
-        "--amqp-url",
-        AMQP_URL,
-        "--queue",
-        queue,
-        "--journal",
-        str(journal),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env={**code_under_test_env(), "ACTORSCHED_RAM_ALLOCATION_RATIO": "1.0", **env},
+    return await start_serve(
+        AMQP_URL, queue, journal, env={"ACTORSCHED_RAM_ALLOCATION_RATIO": "1.0", **env}
     )
-    assert process.stderr is not None
-    seen: list[str] = []
-    while True:
-        line = (await asyncio.wait_for(process.stderr.readline(), timeout=30)).decode()
-        if not line:
-            raise AssertionError(f"serve exited before it was ready:\n{''.join(seen)}")
-        seen.append(line)
-        if "ready" in line:
-            break
-    return process
 
 
 async def _stop(process: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> None:

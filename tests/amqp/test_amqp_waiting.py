@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from amqp_support import ROOMY, host_report, running_stack
+from conftest import until_pending
 
-from actorsched import NoValidHost, RequestSpec, Scheduler
+from actorsched import NoValidHost, RequestSpec
 
 pytestmark = pytest.mark.amqp
 
@@ -23,22 +24,13 @@ def _spec(*uuids: str, **fields: Any) -> RequestSpec:
     )
 
 
-async def _until_waiting(s: Scheduler, count: int) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if s.pending_requests == count:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{s.pending_requests} waiting, not {count}")
-
-
 async def test_a_waiting_request_over_amqp_is_placed_by_a_release() -> None:
     async with running_stack(config=ROOMY, prefetch=4) as stack:
         client = stack.client
         assert await client.update_host(host_report("h1", memory_mb=1024))
         await client.select_destinations(_spec("first"))
         waiter = asyncio.create_task(client.select_destinations(_spec("vm"), wait=TIMEOUT))
-        await _until_waiting(stack.scheduler, 1)
+        await until_pending(stack.scheduler, 1)
         # the waiting delivery holds one prefetch slot, unacked: the others still flow
         assert stack.service.in_flight == 1
         assert (await client.where("first")).host == "h1"
@@ -71,7 +63,7 @@ async def test_waiting_requests_go_alone_and_hold_no_batch_of_other_calls() -> N
             asyncio.create_task(client.select_destinations(_spec(f"w{i}"), wait=TIMEOUT))
             for i in range(3)
         ]
-        await _until_waiting(stack.scheduler, 3)
+        await until_pending(stack.scheduler, 3)
         assert client.messages_sent == sent + 3  # one message each, none batched
         # more calls than the client's window still flow while three wait
         where = await asyncio.gather(*[client.where(f"x{i}") for i in range(10)])

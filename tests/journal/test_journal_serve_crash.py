@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import socket
-import sys
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import aio_pika
 import pytest
+from conftest import start_serve
 
 from actorsched import HostReport, RequestSpec, Selection
 from actorsched.amqp import SchedulerClient
@@ -36,30 +36,8 @@ class Serve:
 
 
 async def _serve(journal: Path, queue: str, *more: str) -> Serve:
-    serve = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "actorsched.cli",
-        "serve",
-        "--amqp-url",
-        AMQP_URL,
-        "--queue",
-        queue,
-        "--journal",
-        str(journal),
-        *more,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    serve = await start_serve(AMQP_URL, queue, journal, *more)
     assert serve.stderr is not None
-    seen: list[str] = []
-    while True:
-        line = (await asyncio.wait_for(serve.stderr.readline(), timeout=30)).decode()
-        if not line:
-            raise AssertionError(f"serve exited before it was ready:\n{''.join(seen)}")
-        seen.append(line)
-        if re.search("ready", line):
-            break
     return Serve(serve, asyncio.ensure_future(_drain(serve.stderr)))
 
 
