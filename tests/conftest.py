@@ -37,6 +37,7 @@ __all__ = [
     "make_core",
     "make_report",
     "make_spec",
+    "over_committed_hosts",
     "ram_only_config",
     "start_serve",
     "until_pending",
@@ -93,6 +94,16 @@ async def until_pending(scheduler: Any, count: int) -> None:
             return
         await asyncio.sleep(0.001)
     raise AssertionError(f"{scheduler.pending_requests} waiting, not {count}")
+
+
+def over_committed_hosts(states: dict[str, Any]) -> int:
+    """How many hosts (HostState by name) have a negative free figure or more
+    vCPUs used than they have: every fault and load test wants 0."""
+    return sum(
+        1
+        for s in states.values()
+        if s.free_ram_mb < 0 or s.free_disk_gb < 0 or s.vcpus_used > s.vcpus_total
+    )
 
 
 # The fields of a valid HostReport: 4096 MB, 4 vCPUs, 100 GB, nothing used.

@@ -18,9 +18,9 @@ from typing import Any
 import aio_pika
 import pytest
 from amqp_support import AMQP_URL, Stack, delete_topology, host_report, running_stack, unique_queue
-from conftest import start_serve
+from conftest import make_spec, over_committed_hosts, start_serve
 
-from actorsched import HostState, NoValidHost, RequestSpec, SchedulerConfig, Selection
+from actorsched import NoValidHost, RequestSpec, SchedulerConfig, Selection
 from actorsched.amqp import SchedulerClient
 
 pytestmark = [pytest.mark.amqp, pytest.mark.timeout(180)]
@@ -38,23 +38,7 @@ NOT_PREEMPTING = SchedulerConfig(**ROOMY)
 
 
 def _spec(uuid_: str, memory_mb: int, priority: int = 0, **fields: Any) -> RequestSpec:
-    return RequestSpec(
-        instance_uuids=[uuid_],
-        memory_mb=memory_mb,
-        vcpus=1,
-        disk_gb=1,
-        priority=priority,
-        **fields,
-    )
-
-
-def _over_committed(states: dict[str, HostState]) -> int:
-    """How many hosts have a negative free figure (or more vCPUs used than they have)."""
-    return sum(
-        1
-        for s in states.values()
-        if s.free_ram_mb < 0 or s.free_disk_gb < 0 or s.vcpus_used > s.vcpus_total
-    )
+    return make_spec(uuid_, memory_mb=memory_mb, priority=priority, **fields)
 
 
 async def _fill(stack: Stack) -> None:
@@ -112,7 +96,7 @@ async def test_a_high_priority_request_preempts_and_a_redelivery_releases_nothin
         assert states["h2"] == before["h2"]
         assert (await client.where("low")).claimed is False
         assert {c.instance_uuid for c in await client.claims()} == {"high", "keep"}
-        assert _over_committed(states) == 0
+        assert over_committed_hosts(states) == 0
 
         # the evicted instance is placed again, on h1's room that is left
         [back] = await client.select_destinations(_spec("low", 4096, force_hosts=["h1"]))
@@ -135,7 +119,7 @@ async def test_a_high_priority_request_preempts_and_a_redelivery_releases_nothin
         assert await client.host_states() == full
         assert (await client.where("low")).host == "h1"
         assert {c.instance_uuid for c in await client.claims()} == {"high", "keep", "low"}
-        assert _over_committed(full) == 0
+        assert over_committed_hosts(full) == 0
 
 
 async def test_preempted_travels_in_a_batch_reply_and_is_left_out_when_empty() -> None:
@@ -177,7 +161,7 @@ async def test_preempted_travels_in_a_batch_reply_and_is_left_out_when_empty() -
         }
         states = await stack.client.host_states()
         assert states["h1"].free_ram_mb == 8192 - 7500
-        assert _over_committed(states) == 0
+        assert over_committed_hosts(states) == 0
 
 
 @pytest.mark.parametrize(
@@ -210,7 +194,7 @@ def _high(i: int) -> RequestSpec:
     return _spec(f"high-{i}", 4096, priority=10)
 
 
-async def test_many_preemptions_at_once_leave_no_host_over_committed() -> None:
+async def test_many_preemptions_at_once_leave_no_hostover_committed_hosts() -> None:
     hosts, lows_per_host, highs = 10, 4, 20
     async with running_stack(config=PREEMPTING, prefetch=8) as stack:
         client = stack.client
@@ -240,7 +224,7 @@ async def test_many_preemptions_at_once_leave_no_host_over_committed() -> None:
         assert all(len(s.preempted) == 2 for s in placed)
         assert Counter(s.host for s in placed) == {f"h{i}": 2 for i in range(hosts)}
         states = await client.host_states()
-        over_committed = _over_committed(states)
+        over_committed = over_committed_hosts(states)
         assert over_committed == 0
         assert all(s.free_ram_mb == 0 for s in states.values())
         claims = await client.claims()
@@ -301,7 +285,7 @@ async def test_a_mixed_load_of_placements_releases_and_preemptions_stays_consist
                 calls.append(release(uuid_))
             await asyncio.gather(*calls)
             states = await client.host_states()
-            assert _over_committed(states) == 0
+            assert over_committed_hosts(states) == 0
 
         victims = [(s.instance_uuid, v) for s in placed.values() for v in s.preempted]
         assert victims, "the load should have preempted"
@@ -315,7 +299,7 @@ async def test_a_mixed_load_of_placements_releases_and_preemptions_stays_consist
         assert not set(named) & set(claims)  # uuids are never reused: no victim came back
         assert set(claims) == set(placed) - set(named) - released
         states = await client.host_states()
-        over_committed = _over_committed(states)
+        over_committed = over_committed_hosts(states)
         assert over_committed == 0
         for host, state in states.items():
             on_host = [c for c in claims.values() if c.host == host]
@@ -363,7 +347,7 @@ async def test_serve_preempts_when_the_environment_turns_it_on(tmp_path: Path) -
                 assert placed.preempted == ["low"]
                 states = await client.host_states()
                 assert states["h1"].free_ram_mb == 4096
-                assert _over_committed(states) == 0
+                assert over_committed_hosts(states) == 0
         finally:
             await _stop(process, signal.SIGKILL)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import make_spec, over_committed_hosts
 from journal_backends import BACKENDS, Backend, make_backend
 
 from actorsched import (
     HostReport,
-    HostState,
     NoValidHost,
     RequestSpec,
     Scheduler,
@@ -61,22 +61,7 @@ def _report(host: str, generation: int = 1, **fields: Any) -> HostReport:
 
 
 def _spec(*uuids: str, memory_mb: int, priority: int = 0, **fields: Any) -> RequestSpec:
-    return RequestSpec(
-        instance_uuids=list(uuids),
-        memory_mb=memory_mb,
-        vcpus=1,
-        disk_gb=1,
-        priority=priority,
-        **fields,
-    )
-
-
-def _over_committed(states: dict[str, HostState]) -> int:
-    return sum(
-        1
-        for s in states.values()
-        if s.free_ram_mb < 0 or s.free_disk_gb < 0 or s.vcpus_used > s.vcpus_total
-    )
+    return make_spec(*uuids, memory_mb=memory_mb, priority=priority, **fields)
 
 
 def _kept(core: SchedulerCore) -> dict[str, tuple[int, tuple[str, ...]]]:
@@ -101,7 +86,7 @@ async def _build(s: Scheduler) -> dict[str, list[Selection]]:
     await s.select_destinations(_spec("keep", memory_mb=HOST_RAM, priority=10, force_hosts=["h1"]))
     await s.select_destinations(_spec("mid", memory_mb=HOST_RAM, priority=3, force_hosts=["h2"]))
     await s.select_destinations(_spec("low-c", memory_mb=6144, force_hosts=["h3"]))
-    assert _over_committed(await s.host_states()) == 0
+    assert over_committed_hosts(await s.host_states()) == 0
 
     answers = {"high": await s.select_destinations(HIGH)}
     # h3's victim has the lowest priority (0, against h0's 1 and h2's 3)
@@ -117,7 +102,7 @@ async def _build(s: Scheduler) -> dict[str, list[Selection]]:
     assert await s.release("keep")
     [again] = await s.select_destinations(_spec("low-c", memory_mb=6144))
     assert again.host == "h1"
-    assert _over_committed(await s.host_states()) == 0
+    assert over_committed_hosts(await s.host_states()) == 0
     return answers
 
 
@@ -149,7 +134,7 @@ async def test_preemptions_survive_a_restart_by_their_records(backend: Backend) 
         assert await again.host_states() == states
         assert again.core.claims() == claims
         assert _kept(again.core) == kept
-        assert _over_committed(states) == 0
+        assert over_committed_hosts(states) == 0
         # the victims hold no claim, but low-c its new one on h1
         for victim in ("low-a", "low-b"):
             assert (await again.where(victim)).claimed is False
@@ -221,7 +206,7 @@ async def test_replaying_the_records_twice_changes_nothing(backend: Backend) -> 
         apply(core, record)
         assert core.digest() == digest, record
         assert _kept(core) == kept_now, record
-        assert _over_committed(core.host_states()) == 0, record
+        assert over_committed_hosts(core.host_states()) == 0, record
     assert core.digest() == before
     assert _kept(core) == kept
 
@@ -294,7 +279,7 @@ async def test_a_random_load_with_preemptions_survives_a_restart(backend: Backen
                 asked.append(spec)
                 answers[uuids[0]] = selections
                 preempted += sum(len(x.preempted) for x in selections)
-            assert _over_committed(await s.host_states()) == 0
+            assert over_committed_hosts(await s.host_states()) == 0
         assert preempted > 10, "the load should preempt"
         assert any(c.confirmed for c in s.core.ledger.claims.values())
         before = s.core.digest()
@@ -310,7 +295,7 @@ async def test_a_random_load_with_preemptions_survives_a_restart(backend: Backen
         assert _kept(again.core) == kept
         after = await again.host_states()
         assert after == states
-        over_committed = _over_committed(after)
+        over_committed = over_committed_hosts(after)
         assert over_committed == 0
 
 
