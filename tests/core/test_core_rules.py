@@ -429,3 +429,130 @@ def test_a_same_host_resize_listed_by_its_host_survives_a_snapshot_with_both_fla
     again = _through_a_snapshot(core)
     assert _free_ram(again, "h1") == held
     assert again.digest() == core.digest()
+
+
+# -- survivors of the mutation sample after preemption (make mutate, 5,654 mutants) --
+
+
+def _anti_affine_trio() -> SchedulerCore:
+    """g1 on h1, g2 on h2 (alternate h3), g3 then on h3: all in anti-affinity group G."""
+    core = make_core(make_config(max_attempts=3))
+    for host, memory in (("h1", 8192), ("h2", 6144), ("h3", 4096)):
+        core.update_host(make_report(host, memory_mb=memory), now=0.0)
+    group = ("G", "anti-affinity")
+    for uuid, host in (("g1", "h1"), ("g2", "h2")):
+        [placed] = core.select_destinations(make_spec(uuid, group=group), now=1.0)
+        assert placed.host == host
+    assert core.ledger.claims["g2"].alternates == ("h3",)
+    [third] = core.select_destinations(make_spec("g3", group=group), now=1.0)
+    assert third.host == "h3"
+    return core
+
+
+def test_a_reschedule_without_the_kept_request_still_keeps_the_group_rule() -> None:
+    core = _anti_affine_trio()
+    core._requests.pop("g2")  # as after a restart from a format-5 snapshot, or 10,000 later
+    with pytest.raises(MaxRetriesExceeded):  # h3 runs g3, of the same anti-affinity group
+        core.reschedule("g2", "h2", now=2.0)
+
+
+def test_restored_requests_are_the_ones_a_reschedule_asks() -> None:
+    core = make_core()
+    for host, zone in (("h1", "z1"), ("h2", "z1"), ("h3", "z2")):
+        core.update_host(make_report(host, availability_zone=zone), now=0.0)
+    spec = make_spec("vm", availability_zone="z1")
+    [placed] = core.select_destinations(spec, now=1.0)
+    kept = core.kept_requests()
+    assert kept == {"vm": spec}
+    core._requests.clear()
+    core.restore_requests(kept.items())
+    assert core.kept_requests() == {"vm": spec}
+    # the alternate in z1 passes; the claim's resources alone would take any zone
+    other = next(h for h in ("h1", "h2") if h != placed.host)
+    assert core.reschedule("vm", placed.host, now=2.0).host == other
+
+
+def test_a_reschedule_keeps_the_requested_node() -> None:
+    core = make_core()
+    for host in ("h1", "h2"):
+        core.update_host(make_report(host, node="n1"), now=0.0)
+    spec = make_spec("vm", requested_destination=Destination(node="n1"))
+    [placed] = core.select_destinations(spec, now=1.0)
+    other = next(h for h in ("h1", "h2") if h != placed.host)
+    core.update_host(make_report(other, 2, node="n2"), now=1.5)  # moved to another node
+    with pytest.raises(MaxRetriesExceeded):
+        core.reschedule("vm", placed.host, now=2.0)
+
+
+def test_a_move_names_each_difference_of_a_reused_migration_uuid() -> None:
+    core = make_core()
+    for host in ("h1", "h2"):
+        core.update_host(make_report(host), now=0.0)
+    core.select_destinations(make_spec("vm"), now=1.0)
+    core.move("vm", "mig", make_spec("vm", memory_mb=1024), now=2.0)
+    with pytest.raises(InvalidRequest) as raised:
+        core.move("vm", "mig", make_spec("vm", memory_mb=2048), now=3.0, allow_same_host=True)
+    message = str(raised.value)
+    assert "allow_same_host false then, true now; spec {" in message
+    assert '"memory_mb": 2048, "vcpus": 1} now; resend the original move unchanged' in message
+
+
+def test_plan_of_a_placed_instance_points_to_where() -> None:
+    core = make_core()
+    core.update_host(make_report("h1"), now=0.0)
+    core.select_destinations(make_spec("vm"), now=1.0)
+    with pytest.raises(InvalidRequest) as raised:
+        core.plan(make_spec("vm"), now=2.0)
+    assert str(raised.value).endswith(
+        "plan a request not placed yet (`where` shows where a placed instance is)"
+    )
+
+
+def test_a_batch_of_reports_records_each_hosts_node() -> None:
+    core = make_core()
+    applied = core.update_hosts([make_report("h1", node="n1"), make_report("h2")], now=0.0)
+    assert applied == [True, True]
+    assert core.table.rows_of_node("n1") == [core.table.row_of["h1"]]
+    [placed] = core.select_destinations(make_spec("vm", force_nodes=["n1"]), now=1.0)
+    assert placed.host == "h1"
+
+
+def test_a_host_that_names_itself_as_its_node_is_found_by_that_name() -> None:
+    core = make_core()
+    core.update_host(make_report("h1", node="h1"), now=0.0)
+    core.update_host(make_report("h2"), now=0.0)
+    assert core.table.rows_of_node("h1") == [core.table.row_of["h1"]]
+    [placed] = core.select_destinations(make_spec("vm", force_nodes=["h1"]), now=1.0)
+    assert placed.host == "h1"
+
+
+def test_explain_normalizes_from_the_lowest_value_up() -> None:
+    class Spread:
+        """A plug-in weigher without minval: normalized between its lowest and highest."""
+
+        name = "Spread"
+        multiplier = 1.0
+
+        def weigh_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.float64]:
+            return np.array([1.0, 2.0, 3.0])[: table.n]
+
+    config = make_config(
+        ram_weight_multiplier=0.0,
+        cpu_weight_multiplier=0.0,
+        disk_weight_multiplier=0.0,
+        io_ops_weight_multiplier=0.0,
+    )
+    core = make_core(config, weighers=[Spread()])
+    for host in ("h1", "h2", "h3"):
+        core.update_host(make_report(host), now=0.0)
+    plan = core.plan(make_spec("vm"), now=1.0)
+    weights = {c.host: c.weights["Spread"] for c in plan.instances[0].candidates}
+    assert weights == {"h3": 1.0, "h2": 0.5, "h1": 0.0}
+
+
+def test_the_soft_affinity_weigher_is_named_as_nova_names_it() -> None:
+    core = make_core()
+    for host in ("h1", "h2"):
+        core.update_host(make_report(host), now=0.0)
+    plan = core.plan(make_spec("vm", group=("g", "soft-affinity")), now=1.0)
+    assert "ServerGroupSoftAffinityWeigher" in plan.instances[0].candidates[0].weights
