@@ -510,8 +510,9 @@ def test_plan_of_a_placed_instance_points_to_where() -> None:
 
 def test_a_batch_of_reports_records_each_hosts_node() -> None:
     core = make_core()
-    applied = core.update_hosts([make_report("h1", node="n1"), make_report("h2")], now=0.0)
-    assert applied == [True, True]
+    # eight or more distinct hosts: the batch path (fewer go one by one)
+    reports = [make_report("h1", node="n1"), *(make_report(f"x{i}") for i in range(8))]
+    assert core.update_hosts(reports, now=0.0) == [True] * 9
     assert core.table.rows_of_node("n1") == [core.table.row_of["h1"]]
     [placed] = core.select_destinations(make_spec("vm", force_nodes=["n1"]), now=1.0)
     assert placed.host == "h1"
