@@ -98,6 +98,7 @@ class Envelope:
     result: object = None
     error: BaseException | None = None
     sent: float = 0.0  # time.perf_counter() when sent, while an observer watches
+    preempted: bool = False  # a placement that released claims now (not a repeat's answer)
 
 
 # Told each answered batch, and how long its journal commit took (None: no
@@ -360,6 +361,7 @@ class Owner:
                     self._wake(applied)  # room freed earlier in the batch: waiters first
                 env.now = self._clock()
                 claimed_on = self._claim_row(env.command) if self._waiters else None
+                preemptions = core.preemptions
                 try:
                     if self._waiters and self._already_waiting(env.command):
                         # it waits for room already: it may not preempt for it
@@ -383,8 +385,10 @@ class Owner:
                             self._events.append(
                                 (self._freed, self._rows_freed(env.command, env.result, claimed_on))
                             )
-                    elif self._waiters and isinstance(env.command, SelectDestinations):
-                        self._preempted(env.result)
+                    elif core.preemptions != preemptions:
+                        env.preempted = True
+                        if self._waiters:
+                            self._preempted(env.result)
                 applied.append(env)
             if self._freed != self._woken_at and not stopping:
                 self._wake(applied)

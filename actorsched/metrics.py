@@ -188,7 +188,7 @@ class SchedulerMetrics:
         for env in batch:
             command = env.command
             if isinstance(command, SelectDestinations) and env.sent:
-                self.placed(command.spec, env.result, env.error, now - env.sent)
+                self.placed(command.spec, env.result, env.error, now - env.sent, env.preempted)
             if type(command) in _WRITES:
                 writes += 1
         if commit_seconds is not None and writes:
@@ -196,12 +196,19 @@ class SchedulerMetrics:
             self.commit_batch.observe(writes)
 
     def placed(
-        self, spec: RequestSpec, result: Any, error: BaseException | None, took: float
+        self,
+        spec: RequestSpec,
+        result: Any,
+        error: BaseException | None,
+        took: float,
+        preempted: bool = False,
     ) -> None:
-        """One placement request answered: its duration, and its decision log lines."""
+        """One placement request answered: its duration, and its decision log lines
+        (``preempted``: it released claims now, so its victims count; a repeat
+        answering an earlier placement names them again but released nothing)."""
         if error is None:
             self._scheduled.observe(took)
-            for selection in result:
+            for selection in result if preempted else ():
                 if selection.preempted:
                     self.preemptions.inc()
                     self.preemption_victims.observe(len(selection.preempted))

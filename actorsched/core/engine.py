@@ -193,6 +193,9 @@ class SchedulerCore:
         self._swept_below = -np.inf  # rows reported before this are marked stale
         self._rng = random.Random(config.seed)
         self._preemption = config.preemption  # read on every request
+        # instances placed by preempting (a plan's too): the owner tells its
+        # observer which placements preempted by this count's change
+        self.preemptions = 0
         # read on every request (config is frozen)
         self._subset = config.host_subset_size
         self._alternates = config.max_attempts - 1
@@ -583,6 +586,7 @@ class SchedulerCore:
         *,
         preempt: bool = True,
         evicted: list[tuple[Claim, bool]] | None = None,
+        keep: bool = True,
     ) -> list[Selection]:
         """Claim a host for every instance of ``spec``, or raise and claim nothing.
 
@@ -634,6 +638,7 @@ class SchedulerCore:
             evicted if evicted is not None else [] if preempting else _NO_EVICTIONS
         )
         released_before = len(released)
+        victims_placed = 0  # instances of this request placed by preempting
         try:
             if self._check_fresh:
                 self._sweep(now)
@@ -656,6 +661,7 @@ class SchedulerCore:
                 self._claim(spec, uuid, row, host, alternates[: self._alternates], now, fingerprint)
                 if victims:
                     claims[uuid].preempted = victims
+                    victims_placed += 1
                 placed.append(uuid)
                 ctx.chosen_rows.append(row)
             if several and self._alternates:
@@ -671,7 +677,10 @@ class SchedulerCore:
             while len(released) > released_before:
                 self._unevict(*released.pop())
             raise
-        self._keep_requests(spec)
+        if keep:
+            self._keep_requests(spec)
+        if victims_placed:
+            self.preemptions += victims_placed
         return [claims[u].selection for u in spec.instance_uuids]
 
     # -- priority and preemption -------------------------------------------
@@ -706,6 +715,7 @@ class SchedulerCore:
             below,
             config.max_preemption_victims,
             config.preemption_candidates,
+            row_local=not (ctx.spec.force_hosts or ctx.spec.force_nodes),
         )
         for candidate in found[:_PREEMPTION_TRIES]:
             mark = len(released)
@@ -786,7 +796,7 @@ class SchedulerCore:
         rng = self._rng.getstate()
         evicted: list[tuple[Claim, bool]] = []  # claims a preemption released: given back
         try:
-            selections = self.select_destinations(spec, now, observe, evicted=evicted)
+            selections = self.select_destinations(spec, now, observe, evicted=evicted, keep=False)
         except NoValidHost as exc:
             entries = [self._planned(p, []) for p in planned]
             entries.append(
@@ -811,7 +821,6 @@ class SchedulerCore:
         finally:
             for selection in selections:
                 self._unclaim(selection.instance_uuid)
-                self._requests.pop(selection.instance_uuid, None)  # kept for no claim
             while evicted:
                 self._unevict(*evicted.pop())
         return Plan(placed=True, message=None, instances=entries)
@@ -1109,6 +1118,10 @@ class SchedulerCore:
             asked = self._kept_request(claim).model_copy(
                 update={"force_hosts": [], "force_nodes": [], "requested_destination": None}
             )
+        elif claim is not None and asked.priority == 0 and claim.priority != 0:
+            # a resize keeps the instance's priority unless its spec names another
+            # (0, the default, is "not named": a journal record leaves defaults out)
+            asked = asked.model_copy(update={"priority": claim.priority})
         if not allow_same_host and source.lower() not in {h.lower() for h in asked.ignore_hosts}:
             asked = asked.model_copy(update={"ignore_hosts": [*asked.ignore_hosts, source]})
         # the source's resources pass to the hold: the same row, the same
@@ -1128,6 +1141,7 @@ class SchedulerCore:
                 claim.fingerprint,
                 claim.confirmed,
                 claim.priority,
+                claim.preempted,
             )
         else:
             # an instance its host reports: the report's figures carry it
@@ -1210,6 +1224,7 @@ class SchedulerCore:
             hold.fingerprint,
             hold.confirmed,
             hold.priority,
+            hold.preempted,
         )
         ledger.add(claim)  # the same row, figures and state as the hold: no table change
         return True
@@ -1330,6 +1345,7 @@ class SchedulerCore:
                 left,
                 claim.fingerprint,
                 priority=claim.priority,
+                preempted=claim.preempted,
             )
             self._add_claim(moved)
             self._requests[instance_uuid] = spec

@@ -17,7 +17,8 @@ Rules this module keeps (it chooses; :mod:`.engine` releases and claims):
   the lowest highest victim priority, then the lowest sum of victim
   priorities (each offset to be positive, so one more victim always adds),
   then the fewest victims, then the latest start among the highest-priority
-  victims (the least work lost), then the lowest row. A candidate that needs
+  victims (the least work lost), then the first found (the search starts at
+  a random host, so exact ties do not always fall on the same one). A candidate that needs
   more than ``max_preemption_victims`` is left out.
 * As kube-scheduler, the search looks at the passing hosts from a random
   one on (the same hosts are not always the ones preempted) and stops once
@@ -65,10 +66,14 @@ def freeing(claim: Claim, ledger: ClaimLedger) -> tuple[int, int, int, bool]:
 
 
 def _fits(
-    table: HostTable, row: int, freed: Sequence[tuple[int, int, int, bool]], rules: RoomRules
+    table: HostTable,
+    row: int,
+    freed: Sequence[tuple[int, int, int, bool]],
+    rules: RoomRules,
+    row_local: bool,
 ) -> bool:
     headroom, ok = table.room_after(row, freed)
-    return ok and all(headroom[index] >= asked for index, asked in rules)
+    return (ok or not row_local) and all(headroom[index] >= asked for index, asked in rules)
 
 
 def candidates(
@@ -79,16 +84,20 @@ def candidates(
     below: int,
     max_victims: int,
     limit: int | None = None,
+    *,
+    row_local: bool = True,
 ) -> list[Candidate]:
     """The hosts among ``rows`` (in that order) that releasing claims of priority
     ``below`` or lower would make room on, with their victims, best first (the
-    module's order); the search stops once ``limit`` are found (None: all)."""
+    module's order, exact ties to the one found first); the search stops once
+    ``limit`` are found (None: all). ``row_local`` False (a forced request,
+    which skips every filter) asks only for room, not the row-local filters."""
     claims = ledger.claims
     held = ledger.migrations
     moving = ledger.moving
     headroom = table.headroom
     found: list[Candidate] = []
-    for row in rows:
+    for position, row in enumerate(rows):
         on_row = ledger.by_row.get(row)
         if not on_row:
             continue
@@ -111,11 +120,11 @@ def candidates(
         eligible.sort(key=lambda c: (-c.priority, c.created_at, c.instance_uuid))
         effects = {c.instance_uuid: freeing(c, ledger) for c in eligible}
         victims = list(eligible)
-        if not _fits(table, row, [effects[c.instance_uuid] for c in victims], rules):
+        if not _fits(table, row, [effects[c.instance_uuid] for c in victims], rules, row_local):
             continue
         for claim in eligible:  # reprieve each that the request can do without
             spared = [v for v in victims if v is not claim]
-            if _fits(table, row, [effects[v.instance_uuid] for v in spared], rules):
+            if _fits(table, row, [effects[v.instance_uuid] for v in spared], rules, row_local):
                 victims = spared
         if len(victims) > max_victims:
             continue
@@ -126,7 +135,7 @@ def candidates(
             sum(v.priority + PRIORITY_OFFSET for v in victims),
             len(victims),
             -earliest_top,
-            row,
+            position,
         )
         found.append(Candidate(row, tuple(victims), key))
         if limit is not None and len(found) >= limit:

@@ -277,16 +277,20 @@ class Ranker:
     def passing_but_room(self, ctx: PlacementContext) -> NDArray[np.bool_]:
         """Rows that pass every filter for ``ctx`` but the ones room decides (the
         resource filters, and the instance and I/O counts of the row-local
-        ones): the hosts where releasing claims could make a request fit
+        ones); for a forced request, the live rows it names (as
+        :meth:`_forced`): the hosts where releasing claims could make a request fit
         (preemption asks it; :meth:`room_rules` and ``HostTable.room_after``
         then judge the room)."""
         table = self.table
         n = table.n
-        mask: NDArray[np.bool_] = table.active[:n] & ~table.stale[:n]
-        if table.check_enabled:
-            mask &= table.enabled[:n]
         spec = ctx.spec
-        if spec.force_hosts or spec.force_nodes:
+        mask: NDArray[np.bool_] = table.active[:n].copy()
+        forcing = bool(spec.force_hosts or spec.force_nodes)
+        if not forcing:  # a forced host skips every filter, ComputeFilter's too
+            mask &= ~table.stale[:n]
+            if table.check_enabled:
+                mask &= table.enabled[:n]
+        if forcing:
             steps = (
                 self._destination(ctx),
                 self._ignored(ctx),

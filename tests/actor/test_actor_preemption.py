@@ -122,3 +122,22 @@ async def test_a_preemption_is_a_decision_line_and_a_metric(
     assert registry.get_sample_value("actorsched_preemption_attempts_total") == 1
     assert registry.get_sample_value("actorsched_preemption_victims_sum") == 2
     assert registry.get_sample_value("actorsched_preemption_victims_count") == 1
+
+
+async def test_a_repeat_of_a_preempting_request_is_neither_counted_nor_logged_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    metrics = SchedulerMetrics()
+    async with Scheduler(CONFIG, metrics=metrics) as s:
+        await s.update_host(make_report("a", memory_mb=2048))
+        await s.select_destinations(make_spec("low", memory_mb=2048))
+        spec = make_spec("high", memory_mb=2048, priority=3)
+        with caplog.at_level(logging.INFO, logger="actorsched.decisions"):
+            first = await s.select_destinations(spec)
+            again = await s.select_destinations(spec)  # a redelivery: the same answer
+    assert again == first
+    assert first[0].preempted == ["low"]
+    lines = [r for r in caplog.records if r.__dict__.get("decision") == "preempted"]
+    assert len(lines) == 1
+    assert metrics.registry.get_sample_value("actorsched_preemption_attempts_total") == 1
+    assert metrics.registry.get_sample_value("actorsched_preemption_victims_sum") == 1

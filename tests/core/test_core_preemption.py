@@ -148,11 +148,15 @@ def test_then_by_the_latest_start_among_the_highest_priority_victims() -> None:
     assert _put(core, "high", 2048, 10, 5.0).preempted == ["newer"]
 
 
-def test_then_by_the_lowest_row() -> None:
-    core = _core({"a": 2048, "b": 2048})
-    _on(core, "b", "on-b", 2048, 0, 1.0)
-    _on(core, "a", "on-a", 2048, 0, 1.0)
-    assert _put(core, "high", 2048, 10, 5.0).host == "a"  # a reported first: row 0
+def test_then_by_the_first_found_from_a_random_start() -> None:
+    # exact ties (one request's instances share their start): not always the same host
+    def chosen(seed: int) -> str:
+        core = _core({"a": 2048, "b": 2048}, seed=seed)
+        spec = make_spec("t1", "t2", memory_mb=2048)
+        assert {s.host for s in core.select_destinations(spec, now=1.0)} == {"a", "b"}
+        return _put(core, "high", 2048, 10, 5.0).host
+
+    assert {chosen(seed) for seed in range(12)} == {"a", "b"}
 
 
 def test_candidate_keys_spell_the_order() -> None:
@@ -377,3 +381,46 @@ def test_candidates_stop_at_the_limit_in_the_order_given() -> None:
     found = candidates(core.table, core.ledger, [2, 0, 1], rules, 9, 64, 2)
     assert sorted(c.row for c in found) == [0, 2]
     assert len(candidates(core.table, core.ledger, [2, 0, 1], rules, 9, 64)) == 3
+
+
+def test_a_forced_request_frees_a_host_the_filters_would_refuse() -> None:
+    # forced hosts skip every filter (ComputeFilter, IoOpsFilter too): only room counts
+    for report in ({"enabled": False}, {"num_io_ops": 8}):
+        core = _core({})
+        core.update_host(make_report("a", memory_mb=2048, **report), now=0.0)
+        _on(core, "a", "low", 2048, 0, 1.0)
+        selection = _put(core, "high", 2048, 5, 2.0, force_hosts=["a"])
+        assert (selection.host, selection.preempted) == ("a", ["low"])
+
+
+def test_a_reverted_move_keeps_the_victims_its_placement_named() -> None:
+    core = _core({"a": 2048, "b": 2048})
+    _on(core, "a", "low", 2048, 0, 1.0)
+    _on(core, "b", "other", 1024, 10, 1.0)  # as important: no victim
+    first = _put(core, "high", 2048, 10, 2.0)
+    assert first.preempted == ["low"]
+    core.release("other", now=2.5)
+    core.move("high", "mig", make_spec("high", memory_mb=1024, priority=10), now=3.0)
+    assert core.revert_move("mig", now=4.0)
+    assert _put(core, "high", 2048, 10, 5.0) == first  # the redelivery's answer is the same
+
+
+def test_a_resize_keeps_the_instances_priority_unless_it_names_another() -> None:
+    core = _core({"a": 4096, "b": 4096})
+    _put(core, "vm", 1024, 9, 1.0)
+    core.move("vm", "m1", make_spec("vm", memory_mb=2048), now=2.0)
+    assert core.ledger.claims["vm"].priority == 9
+    assert core.confirm_move("m1", now=3.0)
+    core.move("vm", "m2", make_spec("vm", memory_mb=1024, priority=4), now=4.0)
+    assert core.ledger.claims["vm"].priority == 4
+
+
+def test_a_plan_keeps_no_request_and_drops_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("actorsched.core.engine._KEPT_REQUESTS", 2)  # the bound, reached
+    core = _core({"a": 2048})
+    _put(core, "vm1", 512, 0, 1.0)
+    _put(core, "vm2", 512, 0, 1.0)
+    kept = core.kept_requests()
+    assert list(kept) == ["vm1", "vm2"]
+    core.plan(make_spec("planned", memory_mb=512), now=2.0)
+    assert core.kept_requests() == kept
