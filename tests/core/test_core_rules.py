@@ -557,3 +557,47 @@ def test_the_soft_affinity_weigher_is_named_as_nova_names_it() -> None:
         core.update_host(make_report(host), now=0.0)
     plan = core.plan(make_spec("vm", group=("g", "soft-affinity")), now=1.0)
     assert "ServerGroupSoftAffinityWeigher" in plan.instances[0].candidates[0].weights
+
+
+def test_a_no_valid_host_after_a_failed_preemption_keeps_its_filter_counts() -> None:
+    core = make_core(make_config(preemption=True))
+    core.update_host(make_report("h1", memory_mb=1024), now=0.0)
+    with pytest.raises(NoValidHost) as raised:
+        core.select_destinations(make_spec("vm", memory_mb=2048, priority=5), now=1.0)
+    assert raised.value.filter_counts == {"RamFilter": 1}
+    assert "no host could be freed by preempting" in str(raised.value)
+
+
+def test_with_every_weigher_off_the_shortcut_never_takes_a_row_that_fails() -> None:
+    config = make_config(
+        ram_weight_multiplier=0.0,
+        cpu_weight_multiplier=0.0,
+        disk_weight_multiplier=0.0,
+        io_ops_weight_multiplier=0.0,
+    )
+    core = make_core(config)
+    core.update_host(make_report("off", enabled=False), now=0.0)
+    core.update_host(make_report("on"), now=0.0)
+    assert core.select_destinations(make_spec("vm"), now=1.0)[0].host == "on"
+
+
+def test_the_lowest_value_of_a_row_that_fails_the_request_is_not_the_floor_of_the_rest() -> None:
+    # a (zone z9) has the lowest free RAM, below the RAM weigher's floor (0): it
+    # passes row_ok but not this request, so RAM is normalized over b and c alone
+    config = make_config(
+        ram_allocation_ratio=1.5,
+        cpu_allocation_ratio=1.0,
+        disk_weight_multiplier=0.0,
+        io_ops_weight_multiplier=0.0,
+    )
+    core = make_core(config)
+    core.update_host(
+        make_report("a", memory_mb=4096, memory_mb_used=6000, availability_zone="z9"), now=0.0
+    )
+    core.update_host(make_report("b", memory_mb=2000, vcpus=7), now=0.0)
+    core.update_host(make_report("c", memory_mb=1000, vcpus=10), now=0.0)
+    assert core.host_states(1.0)["a"].free_ram_mb == 4096 - 6000
+    # RAM over b, c: b 1.0, c 0.5; CPU: b 0.7, c 1.0; b wins 1.7 to 1.5. Normalized
+    # from a's -1,904 instead, c would win (1.0 + 0.70 against 0.74 + 1.0).
+    spec = make_spec("vm", memory_mb=1, availability_zone="nova")
+    assert core.select_destinations(spec, now=1.0)[0].host == "b"
