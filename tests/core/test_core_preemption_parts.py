@@ -242,3 +242,11 @@ def test_a_preemption_that_empties_a_group_gives_its_other_hosts_as_alternates()
     spec = make_spec("new", memory_mb=1024, priority=5, group=group)
     [selection] = core.select_destinations(spec, now=2.0)
     assert (selection.host, selection.preempted, selection.alternates) == ("a", ["member"], ["b"])
+
+
+def test_passing_but_room_leaves_out_a_removed_host_without_compute_filter_too() -> None:
+    core = _core(enabled_filters=["RamFilter", "CoreFilter", "DiskFilter"])
+    core.update_host(make_report("gone"), now=0.0)
+    core.update_host(make_report("here"), now=0.0)
+    core.remove_host("gone", now=1.0)
+    assert core.ranker.passing_but_room(_ctx(core)).tolist() == [False, True]
