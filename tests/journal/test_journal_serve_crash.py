@@ -196,3 +196,92 @@ async def test_a_request_waiting_when_serve_is_killed_waits_again_after_the_rest
     finally:
         await _kill(serve)
         await _delete_queues(queue)
+
+
+async def test_kill_9_under_preemptions_loses_doubles_and_over_commits_nothing(
+    tmp_path: Path,
+) -> None:
+    # every host full of priority-0 claims; 150 requests of priority 5 each free
+    # one; serve is killed -9 while they run, then restarted on its journal
+    journal = tmp_path / "claims.sqlite"
+    queue = f"actorsched.test.journal.{uuid.uuid4().hex[:12]}"
+    hosts, per_host, size = 20, 8, 1024
+    on = {"ACTORSCHED_PREEMPTION": "true"}
+    serve = Serve(await start_serve(AMQP_URL, queue, journal, env=on), asyncio.Future())
+    assert serve.process.stderr is not None
+    serve.log = asyncio.ensure_future(_drain(serve.process.stderr))
+    acknowledged: dict[str, Selection] = {}
+
+    def high(i: int) -> RequestSpec:
+        return RequestSpec(
+            instance_uuids=[f"high-{i}"], memory_mb=size, vcpus=1, disk_gb=1, priority=5
+        )
+
+    try:
+        async with SchedulerClient(AMQP_URL, queue=queue, timeout=60) as client:
+            for h in range(hosts):
+                await client.update_host(
+                    HostReport(host=f"h{h}", generation=1, memory_mb=per_host * size,
+                               memory_mb_used=0, vcpus=64, vcpus_used=0, local_gb=1000,
+                               local_gb_used=0)
+                )  # fmt: skip
+            await asyncio.gather(
+                *(
+                    client.select_destinations(
+                        RequestSpec(
+                            instance_uuids=[f"low-{h}-{k}"],
+                            memory_mb=size,
+                            vcpus=1,
+                            disk_gb=1,
+                            force_hosts=[f"h{h}"],
+                        )
+                    )
+                    for h in range(hosts)
+                    for k in range(per_host)
+                )
+            )
+            enough = asyncio.Event()
+
+            async def place(i: int) -> None:
+                [selection] = await client.select_destinations(high(i))
+                acknowledged[selection.instance_uuid] = selection
+                if len(acknowledged) >= 40:
+                    enough.set()
+
+            calls = [asyncio.ensure_future(place(i)) for i in range(150)]
+            await asyncio.wait_for(enough.wait(), timeout=60)
+            await _kill(serve)  # preemptions still in flight
+            seen = dict(acknowledged)
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
+        assert len(seen) >= 40
+        assert all(len(s.preempted) == 1 for s in seen.values())
+
+        serve = Serve(await start_serve(AMQP_URL, queue, journal, env=on), asyncio.Future())
+        assert serve.process.stderr is not None
+        serve.log = asyncio.ensure_future(_drain(serve.process.stderr))
+        async with SchedulerClient(AMQP_URL, queue=queue, timeout=60) as client:
+            claims = {c.instance_uuid: c for c in await client.claims()}
+            lost = [u for u, s in seen.items() if claims.get(u) is None or claims[u].host != s.host]
+            victims = [v for s in seen.values() for v in s.preempted]
+            doubled = [v for v in victims if v in claims]  # a victim that still holds a claim
+            assert (lost, doubled) == ([], [])
+            assert len(set(victims)) == len(victims)  # each victim preempted once
+            # asking again answers the same, victims and all, and releases nothing more
+            again = await asyncio.gather(
+                *(client.select_destinations(high(int(u.split("-")[1]))) for u in seen)
+            )
+            assert {sel.instance_uuid: sel for [sel] in again} == seen
+            states = await client.host_states()
+            after = {c.instance_uuid: c for c in await client.claims()}
+            assert after == claims
+            over_committed = [h for h, s in states.items() if s.free_ram_mb < 0]
+            assert over_committed == []
+            for host, state in states.items():
+                on_host = [c for c in after.values() if c.host == host]
+                assert per_host * size - state.free_ram_mb == size * len(on_host), host
+                assert state.assumed_claims == len(on_host), host
+    finally:
+        await _kill(serve)
+        await _delete_queues(queue)
