@@ -171,6 +171,9 @@ class Owner:
         self._current: list[Envelope] = []  # the batch being applied
         # placements waiting for room, in the order they are tried (-priority, arrival)
         self._waiters: list[_Waiter] = []
+        # how many waiters ask for each instance uuid (a redelivery of a waiting
+        # request is one more): read before a placement may preempt
+        self._waiting_uuids: collections.Counter[str] = collections.Counter()
         self._max_waiting_requests = max_waiting_requests
         self._arrivals = itertools.count()
         self._freed = 0  # freeing events applied so far (see _FREEING)
@@ -438,6 +441,7 @@ class Owner:
             return False
         waiter = _Waiter((-command.spec.priority, next(self._arrivals)), env, exc, self._freed)
         bisect.insort(self._waiters, waiter, key=_order)
+        self._waiting_uuids.update(command.spec.instance_uuids)
         waiter.timer = asyncio.get_running_loop().call_later(
             command.spec.wait, self._expire, waiter
         )
@@ -450,13 +454,8 @@ class Owner:
         waits with it: it may not preempt for room it is waiting for."""
         if not isinstance(command, SelectDestinations) or not self.core.config.preemption:
             return False
-        asked = set(command.spec.instance_uuids)
-        for waiter in self._waiters:
-            waiting = waiter.envelope.command
-            assert isinstance(waiting, SelectDestinations)
-            if not asked.isdisjoint(waiting.spec.instance_uuids):
-                return True
-        return False
+        waiting = self._waiting_uuids
+        return any(uuid in waiting for uuid in command.spec.instance_uuids)
 
     def _preempted(self, result: object) -> None:
         """A placement that preempted released claims: a freeing event on the
@@ -567,6 +566,13 @@ class Owner:
         index = bisect.bisect_left(waiters, waiter.order, key=_order)
         if index < len(waiters) and waiters[index] is waiter:
             del waiters[index]
+            command = waiter.envelope.command
+            assert isinstance(command, SelectDestinations)
+            counts = self._waiting_uuids
+            counts.subtract(command.spec.instance_uuids)
+            for uuid in command.spec.instance_uuids:
+                if counts[uuid] <= 0:
+                    del counts[uuid]
             if waiter.timer is not None:
                 waiter.timer.cancel()
 
@@ -618,6 +624,7 @@ class Owner:
             self.observer = None
 
     def _fail_queued(self) -> None:
+        self._waiting_uuids.clear()
         while self._waiters:  # a waiter is not durable until placed: a restart forgets it
             waiter = self._waiters.pop()
             if waiter.timer is not None:

@@ -732,7 +732,7 @@ class SchedulerCore:
     def _evict(self, claim: Claim, now: float) -> bool:
         """Release ``claim`` for a preemption; True when its release credited it
         (its host still lists it), as :meth:`_unevict` needs to undo it."""
-        credited = claim.confirmed and claim.instance_uuid in self.ledger.listed_on(claim.row)
+        credited = self.ledger.credited_on_release(claim)
         self.release(claim.instance_uuid, now)
         return credited
 
@@ -985,16 +985,7 @@ class SchedulerCore:
             fingerprint,
             priority=spec.priority,
         )
-        self.ledger.add(claim)
-        credits = self.ledger.released.get(row)
-        if uuid in self.ledger.listed_on(row) and not (credits and uuid in credits):
-            claim.confirmed = True  # the host already reports it: its figures carry it
-        else:
-            # Assumed, even when the host lists a released instance of that uuid:
-            # its credit stays until a report drops it (taking the credit
-            # instead would change the host by the old size, not the one the
-            # filters checked, and a rollback could not give it back).
-            self.table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+        self._add_claim(claim)
 
     def _unclaim(self, uuid: str) -> Claim:
         claim = self.ledger.drop(uuid)
@@ -1008,8 +999,9 @@ class SchedulerCore:
             return False
         if instance_uuid in self.ledger.migrations:
             return self.confirm_move(instance_uuid, now)  # a hold released: as confirmed
+        credited = self.ledger.credited_on_release(self.ledger.claims[instance_uuid])
         claim = self._unclaim(instance_uuid)
-        if claim.confirmed and instance_uuid in self.ledger.listed_on(claim.row):
+        if credited:
             # the host still reports it: credit it back until a report drops it
             self.ledger.released.setdefault(claim.row, {})[instance_uuid] = (
                 claim.memory_mb,
@@ -1424,13 +1416,17 @@ class SchedulerCore:
             del kept[next(iter(kept))]
 
     def _add_claim(self, claim: Claim) -> None:
-        """Add ``claim`` as :meth:`_claim` does (confirmed if its host lists it)."""
+        """Add ``claim``: confirmed if its host lists it already, else assumed."""
         self.ledger.add(claim)
         credits = self.ledger.released.get(claim.row)
         uuid = claim.instance_uuid
         if uuid in self.ledger.listed_on(claim.row) and not (credits and uuid in credits):
-            claim.confirmed = True
+            claim.confirmed = True  # the host already reports it: its figures carry it
         else:
+            # Assumed, even when the host lists a released instance of that uuid:
+            # its credit stays until a report drops it (taking the credit
+            # instead would change the host by the old size, not the one the
+            # filters checked, and a rollback could not give it back).
             self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
 
     # -- filtering and weighing -------------------------------------------

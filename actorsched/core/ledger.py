@@ -306,6 +306,11 @@ class ClaimLedger:
         """The instances the last report of ``row`` listed."""
         return self.listed.get(row, _NOTHING)
 
+    def credited_on_release(self, claim: Claim) -> bool:
+        """Whether releasing ``claim`` credits it back to its host until a report
+        drops it: it is confirmed and its host's last report still lists it."""
+        return claim.confirmed and claim.instance_uuid in self.listed_on(claim.row)
+
     def set_listed(self, row: int, listed: frozenset[str]) -> None:
         """Record what a report of ``row`` lists now (both indexes)."""
         old = self.listed.get(row, _NOTHING)

@@ -61,8 +61,7 @@ def freeing(claim: Claim, ledger: ClaimLedger) -> tuple[int, int, int, bool]:
     """What releasing ``claim`` gives its row, as ``HostTable.room_after`` takes it:
     a confirmed claim its host still lists is credited back, an assumed one
     leaves the claimed figures."""
-    listed = claim.confirmed and claim.instance_uuid in ledger.listed_on(claim.row)
-    return (claim.memory_mb, claim.vcpus, claim.disk_gb, listed)
+    return (claim.memory_mb, claim.vcpus, claim.disk_gb, ledger.credited_on_release(claim))
 
 
 def _fits(

@@ -241,11 +241,22 @@ class Ranker:
         return self._named(ctx.spec.force_nodes, self.table.rows_of_node, True)
 
     def _forced(self, ctx: PlacementContext) -> NDArray[np.bool_]:
-        """The rows a forcing request may take: Nova's steps (the requested
+        """The rows a forcing request may take: those it names (:meth:`_forcing`)
+        and, in place of every filter, room for the resources asked (the
+        resource filters' rule, whichever filters are enabled: a forced host is
+        never over-committed)."""
+        table = self.table
+        mask = self._forcing(ctx)
+        for room in _ROOM_FILTERS:
+            fits = room.filter_all(table, ctx)
+            assert fits is not None  # a resource filter always answers
+            mask &= fits
+        return mask
+
+    def _forcing(self, ctx: PlacementContext) -> NDArray[np.bool_]:
+        """The live rows a forcing request names, by Nova's steps (the requested
         destination, then ignore_hosts, then force_hosts and force_nodes, a row
-        matching both when both are given) and, in place of every filter, room
-        for the resources asked (the resource filters' rule, whichever filters
-        are enabled: a forced host is never over-committed)."""
+        matching both when both are given); no filter runs."""
         table = self.table
         mask = table.active[: table.n].copy()
         for step in (
@@ -256,16 +267,18 @@ class Ranker:
         ):
             if step is not None:
                 mask &= step
-        for room in _ROOM_FILTERS:
-            fits = room.filter_all(table, ctx)
-            assert fits is not None  # a resource filter always answers
-            mask &= fits
         return mask
 
-    def _masks(self, ctx: PlacementContext) -> list[NDArray[np.bool_]]:
-        """The per-request filters' masks, ignore_hosts' and requested_destination's."""
+    def _masks(self, ctx: PlacementContext, room: bool = True) -> list[NDArray[np.bool_]]:
+        """The per-request filters' masks (but the resource filters' when not
+        ``room``), ignore_hosts' and requested_destination's."""
         table = self.table
-        masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
+        masks = [
+            m
+            for f in self._request_filters
+            if (room or type(f) not in _RESOURCE_FILTERS)
+            and (m := f.filter_all(table, ctx)) is not None
+        ]
         ignored = self._ignored(ctx)
         if ignored is not None:
             masks.append(ignored)
@@ -281,31 +294,14 @@ class Ranker:
         :meth:`_forced`): the hosts where releasing claims could make a request fit
         (preemption asks it; :meth:`room_rules` and ``HostTable.room_after``
         then judge the room)."""
+        if ctx.spec.force_hosts or ctx.spec.force_nodes:
+            return self._forcing(ctx)  # a forced host skips every filter, ComputeFilter's too
         table = self.table
         n = table.n
-        spec = ctx.spec
-        mask: NDArray[np.bool_] = table.active[:n].copy()
-        forcing = bool(spec.force_hosts or spec.force_nodes)
-        if not forcing:  # a forced host skips every filter, ComputeFilter's too
-            mask &= ~table.stale[:n]
-            if table.check_enabled:
-                mask &= table.enabled[:n]
-        if forcing:
-            steps = (
-                self._destination(ctx),
-                self._ignored(ctx),
-                self._forced_hosts(ctx),
-                self._forced_nodes(ctx),
-            )
-            masks = [m for m in steps if m is not None]
-        else:
-            masks = [
-                m
-                for f in self._request_filters
-                if type(f) not in _RESOURCE_FILTERS and (m := f.filter_all(table, ctx)) is not None
-            ]
-            masks.extend(m for m in (self._ignored(ctx), self._destination(ctx)) if m is not None)
-        for passed in masks:
+        mask: NDArray[np.bool_] = table.active[:n] & ~table.stale[:n]
+        if table.check_enabled:
+            mask &= table.enabled[:n]
+        for passed in self._masks(ctx, room=False):
             mask &= passed
         return mask
 
