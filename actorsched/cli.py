@@ -36,7 +36,7 @@ _COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "the 2015 host-state race, side by side on three schedulers",
     ),
     "serve": (
-        "actorsched.amqp.serve",
+        "actorsched.serve",
         "add_arguments",
         "main",
         "run the scheduler as an AMQP service",

@@ -19,7 +19,7 @@ import pytest
 from pydantic import BaseModel
 
 from actorsched import SchedulerConfig, cli
-from actorsched.amqp import serve as serve_command
+from actorsched import serve as serve_command
 from actorsched.settings import (
     FLAGS,
     AgentSettings,

@@ -104,7 +104,7 @@ def test_bad_aggregate_bodies_are_refused_by_the_schema() -> None:
 def test_serve_enables_the_aggregate_filters_by_flag() -> None:
     import argparse
 
-    from actorsched.amqp import serve
+    from actorsched import serve
     from actorsched.settings import SettingsError, load
 
     parser = argparse.ArgumentParser()

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import aiormq.exceptions
 
-from .. import settings
-from ..errors import SchedulerError
-from ..journal import open_journal
-from ..logs import configure_logging
-from ..metrics import SchedulerMetrics
-from ..models import SchedulerConfig
-from ..scheduler import Scheduler
-from ..settings import ServiceSettings, Settings
-from .metrics import MetricsServer, ServiceMetrics
-from .protocol import dead_letter_names
-from .service import SchedulerService, redact
+from . import settings
+from .amqp.metrics import MetricsServer, ServiceMetrics
+from .amqp.protocol import dead_letter_names
+from .amqp.service import SchedulerService, redact
+from .errors import SchedulerError
+from .journal import open_journal
+from .logs import configure_logging
+from .metrics import SchedulerMetrics
+from .models import SchedulerConfig
+from .scheduler import Scheduler
+from .settings import ServiceSettings, Settings
 
 __all__ = ["add_arguments", "main", "serve"]
 
