@@ -15,6 +15,7 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
+from typing import Protocol
 
 import aiormq.exceptions
 
@@ -27,6 +28,7 @@ from .journal import open_journal
 from .logs import configure_logging
 from .metrics import SchedulerMetrics
 from .models import SchedulerConfig
+from .nova.endpoint import NovaEndpoint
 from .scheduler import Scheduler
 from .settings import ServiceSettings, Settings
 
@@ -56,7 +58,46 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
     )
 
 
-async def _start(service: SchedulerService, within: float, stop: asyncio.Event) -> bool:
+# seconds between a standby's probes of its queue when it also answers Nova
+_PROBE_INTERVAL = 2.0
+
+
+def _nova_endpoint(
+    settings: Settings, scheduler: Scheduler, service: SchedulerService
+) -> NovaEndpoint | None:
+    """The Nova endpoint of a ``--nova-config`` serve, following the service's terms."""
+    conf = settings.nova_conf
+    if conf is None:
+        return None
+    for line in conf.warnings:
+        log.warning("nova.conf: %s", line)
+    nova = NovaEndpoint(
+        scheduler,
+        conf,
+        cell_uuid=settings.nova.cell_uuid,
+        max_body_bytes=settings.service.max_body_bytes,
+        prefetch=min(settings.nova.nova_prefetch, scheduler.config.mailbox_size),
+    )
+    pending: set[asyncio.Task[None]] = set()
+
+    def follow(active: bool) -> None:
+        task = asyncio.get_running_loop().create_task(
+            nova.begin_term() if active else nova.end_term()
+        )
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    service.term_listeners.append(follow)
+    return nova
+
+
+class _Startable(Protocol):
+    url: str
+
+    async def start(self) -> None: ...
+
+
+async def _start(service: _Startable, within: float, stop: asyncio.Event) -> bool:
     """``service.start()``, tried again while the broker is unreachable, for ``within``
     seconds at most (1 s, then doubling to 5 s between attempts; each attempt at most
     10 s), a line per attempt. False when ``stop`` was set first (SIGTERM meanwhile)."""
@@ -120,7 +161,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             delivery_limit=options.delivery_limit,
             metrics=metrics,
             drain_timeout=options.drain_timeout,
+            probe_interval=_PROBE_INTERVAL if settings.nova_conf is not None else None,
         )
+        nova = _nova_endpoint(settings, scheduler, service)
         try:
             if options.metrics_port is not None:
                 endpoint = MetricsServer(
@@ -130,6 +173,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
                     connected=lambda: service.connected,
                 )
                 await endpoint.start()
+            if nova is not None and not await _start(nova, options.connect_timeout, stop):
+                log.info("stopped before Nova's broker could be reached")
+                return 0
             if not await _start(service, options.connect_timeout, stop):
                 log.info("stopped before the broker could be reached")
                 return 0
@@ -163,6 +209,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             )
         finally:
             await service.stop()
+            if nova is not None:
+                await nova.stop(options.drain_timeout)
             if endpoint is not None:
                 await endpoint.close()
     finally:

@@ -27,6 +27,7 @@ import re
 import socket
 import tomllib
 import typing
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,8 @@ from .amqp.protocol import (
 )
 from .journal import DEFAULT_SHARD
 from .models import Name, SchedulerConfig
+from .nova.conf import NovaConfig, NovaConfigError
+from .nova.conf import read as read_nova_conf
 from .scheduler import DEFAULT_FOLLOW_INTERVAL
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "FLAGS",
     "SERVE_FLAGS",
     "AgentSettings",
+    "NovaSettings",
     "ServiceSettings",
     "Settings",
     "SettingsError",
@@ -170,12 +174,43 @@ class AgentSettings(BaseModel):
     instances_command: str | None = None
 
 
+def _uuid(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ValueError("must be a UUID, as Nova's cell mappings have") from None
+
+
+class NovaSettings(BaseModel):
+    """Nova's scheduler RPC API (``serve --nova-config``): off unless ``config`` names a nova.conf.
+
+    Read from the ``[nova]`` table and ``ACTORSCHED_NOVA_<FIELD>`` variables.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    # the nova.conf to read as Nova 34 reads it; None: no Nova endpoint
+    config: str | None = Field(None, min_length=1)
+    # the cell the Selections name (Nova's cell mapping uuid of the cell served)
+    cell_uuid: Annotated[str, AfterValidator(_uuid)] = "00000000-0000-0000-0000-000000000001"
+    # Nova messages in flight at most (at most mailbox_size)
+    nova_prefetch: int = Field(64, ge=1, le=65_535)
+
+
 _MODELS: dict[str, type[BaseModel]] = {
     "scheduler": SchedulerConfig,
     "service": ServiceSettings,
     "agent": AgentSettings,
+    "nova": NovaSettings,
 }
-_ALL_NAMES = [name for model in _MODELS.values() for name in model.model_fields]
+# the variables of a section: ACTORSCHED_<FIELD>, or ACTORSCHED_NOVA_<FIELD> for [nova]
+_ENV_PREFIXES = dict.fromkeys(_MODELS, ENV_PREFIX) | {"nova": f"{ENV_PREFIX}NOVA_"}
+_ALL_NAMES = [
+    name
+    for section, model in _MODELS.items()
+    if _ENV_PREFIXES[section] == ENV_PREFIX
+    for name in model.model_fields
+]
 assert len(_ALL_NAMES) == len(set(_ALL_NAMES)), "one environment variable per setting"
 
 
@@ -250,6 +285,12 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("service", "log_level", "DEBUG, INFO, WARNING or ERROR"),
     Flag("service", "log_format", "text, or json for log pipelines"),
+    Flag(
+        "nova",
+        "config",
+        "answer Nova's scheduler RPC API as configured by this nova.conf (default: off)",
+        option="--nova-config",
+    ),
     Flag("scheduler", "mailbox_size", "the owner's bounded mailbox"),
     Flag(
         "scheduler",
@@ -350,7 +391,9 @@ class Settings:
     scheduler: SchedulerConfig
     service: ServiceSettings
     agent: AgentSettings
+    nova: NovaSettings
     sources: Mapping[str, str]  # "section.field" -> "default", "file PATH", "$VAR" or "--flag"
+    nova_conf: NovaConfig | None = None  # the nova.conf read, when nova.config names one
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """(``section.field``, value, source) of every setting, in field order."""
@@ -405,9 +448,15 @@ def _env_reader(section: str) -> type[BaseSettings]:
         name: (info.annotation if _is_complex(info.annotation) else Any, None)
         for name, info in _MODELS[section].model_fields.items()
     }
-    reader: type[BaseSettings] = create_model(
-        f"_Env{section.title()}", __base__=_EnvReader, **fields
-    )
+    base: type[BaseSettings] = _EnvReader
+    if _ENV_PREFIXES[section] != ENV_PREFIX:
+        base = create_model(
+            f"_EnvBase{section.title()}",
+            __base__=_EnvReader,
+            __config__=None,
+        )
+        base.model_config = {**_EnvReader.model_config, "env_prefix": _ENV_PREFIXES[section]}
+    reader: type[BaseSettings] = create_model(f"_Env{section.title()}", __base__=base, **fields)
     return reader
 
 
@@ -467,30 +516,32 @@ def _from_file(path: str) -> dict[str, dict[str, Any]]:
     return tables
 
 
-def _env_name(field: str) -> str:
-    return f"${ENV_PREFIX}{field.upper()}"
+def _env_name(field: str, section: str = "scheduler") -> str:
+    return f"${_ENV_PREFIXES[section]}{field.upper()}"
 
 
 def _from_env(section: str) -> dict[str, Any]:
     """The section's fields set in the environment, converted to their types."""
     names = _MODELS[section].model_fields
+    prefix = _ENV_PREFIXES[section]
     given = {
-        key[len(ENV_PREFIX) :].lower(): value
+        key[len(prefix) :].lower(): value
         for key, value in os.environ.items()
-        if key.upper().startswith(ENV_PREFIX)
-        and key[len(ENV_PREFIX) :].lower() in names
+        if key.upper().startswith(prefix)
+        and key[len(prefix) :].lower() in names
         and value != ""  # set but empty: as if unset
     }
     if not given:
         return {}
-    origin = {name: _env_name(name) for name in given}
+    origin = {name: _env_name(name, section) for name in given}
     try:
         read = _ENV[section]()
     except _SourceError as exc:  # a list or table that is not JSON
         found = re.search(r'field "(\w+)"', str(exc))
         field = found.group(1) if found else "?"
+        name = _env_name(field, section)
         raise SettingsError(
-            f"setting {field}={given.get(field, '?')} (from {_env_name(field)}): not valid "
+            f"setting {field}={given.get(field, '?')} (from {name}): not valid "
             "JSON (lists and tables are given as JSON, for example '[\"RamFilter\"]')"
         ) from None
     except ValidationError as exc:
@@ -523,17 +574,24 @@ def load(args: argparse.Namespace | None = None) -> Settings:
     option_of = {(flag.section, flag.field): flag.option for flag in FLAGS}
     merged: dict[str, dict[str, Any]] = {}
     sources: dict[str, str] = {}
-    for section in _MODELS:
-        layers: list[tuple[dict[str, Any], dict[str, str]]] = []
+    nova_conf: NovaConfig | None = None
+    for section in ("nova", *(s for s in _MODELS if s != "nova")):
+        # (values, where each came from, typed already: checked strictly)
+        layers: list[tuple[dict[str, Any], dict[str, str], bool]] = []
+        if section == "scheduler" and merged["nova"].get("config"):
+            nova_conf = _read_nova(merged["nova"]["config"])
+            raw = {name: value for name, (value, _) in nova_conf.scheduler.items()}
+            where = {n: nova_conf.source(o) for n, (_, o) in nova_conf.scheduler.items()}
+            layers.append((raw, where, True))
         raw = file.get(section, {})
-        layers.append((raw, dict.fromkeys(raw, f"file {path} [{section}]")))
+        layers.append((raw, dict.fromkeys(raw, f"file {path} [{section}]"), True))
         raw = _from_env(section)
-        layers.append((raw, {name: _env_name(name) for name in raw}))
+        layers.append((raw, {name: _env_name(name, section) for name in raw}, False))
         raw = flags[section]
-        layers.append((raw, {name: option_of[(section, name)] for name in raw}))
+        layers.append((raw, {name: option_of[(section, name)] for name in raw}, False))
         values: dict[str, Any] = {}
-        for layer, (raw, origin) in enumerate(layers):
-            values.update(_check(section, dict(raw), origin, strict=layer == 0))
+        for raw, origin, typed in layers:
+            values.update(_check(section, dict(raw), origin, strict=typed))
             sources.update({f"{section}.{name}": where for name, where in origin.items()})
         merged[section] = values
     origin = {key.split(".", 1)[1]: where for key, where in sources.items()}
@@ -541,7 +599,7 @@ def load(args: argparse.Namespace | None = None) -> Settings:
         models = {section: model(**merged[section]) for section, model in _MODELS.items()}
     except ValidationError as exc:
         raise SettingsError(_one_line(exc, origin, {})) from None
-    settings = Settings(sources=sources, **models)  # type: ignore[arg-type]
+    settings = Settings(sources=sources, nova_conf=nova_conf, **models)  # type: ignore[arg-type]
     prefetch = settings.service.prefetch
     mailbox = settings.scheduler.mailbox_size
     if prefetch is not None and prefetch > mailbox:
@@ -551,6 +609,13 @@ def load(args: argparse.Namespace | None = None) -> Settings:
             "so that every delivery fits in the mailbox"
         )
     return settings
+
+
+def _read_nova(path: str) -> NovaConfig:
+    try:
+        return read_nova_conf(path)
+    except NovaConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _shown(key: str, value: Any) -> Any:

@@ -23,6 +23,7 @@ from actorsched import serve as serve_command
 from actorsched.settings import (
     FLAGS,
     AgentSettings,
+    NovaSettings,
     ServiceSettings,
     SettingsError,
     add_arguments,
@@ -80,6 +81,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "scheduler": SchedulerConfig,
     "service": ServiceSettings,
     "agent": AgentSettings,
+    "nova": NovaSettings,
 }
 
 
@@ -144,9 +146,13 @@ def test_the_config_file_may_also_come_from_the_environment(
     assert load(_args()).scheduler.host_subset_size == 4
 
 
-def test_every_flag_names_a_real_setting_and_sets_it() -> None:
+def test_every_flag_names_a_real_setting_and_sets_it(tmp_path: Path) -> None:
+    nova_conf = tmp_path / "nova.conf"
+    nova_conf.write_text("[DEFAULT]\n")  # --nova-config reads its file: Nova's defaults
     for flag in FLAGS:
         value = _other_value(_model(flag.section), flag.field)
+        if (flag.section, flag.field) == ("nova", "config"):
+            value = str(nova_conf)
         if flag.kind == "switch":
             argv = [flag.option]
         elif flag.kind == "list":

@@ -282,6 +282,7 @@ class SchedulerService:
         activation_timeout: float = 30.0,
         ack_timeout: float = 5.0,
         publish_timeout: float = 10.0,
+        probe_interval: float | None = None,
     ) -> None:
         mailbox = scheduler.config.mailbox_size
         if prefetch is None:
@@ -339,6 +340,16 @@ class SchedulerService:
         self.answered = 0  # ... that it acked (answered, or dead-lettered)
         self.returned = 0  # ... that it handed back to the broker
         self.operations = 0  # operations in the deliveries it acked (a batch counts its items)
+        # told True when a term begins and False when it ends (another adapter of the
+        # same owner, such as the Nova endpoint, consumes only during a term)
+        self.term_listeners: list[Callable[[bool], None]] = []
+        # a standby asks its own queue who owns it every probe_interval seconds: the
+        # active consumer takes the read and begins its term, so a term begins
+        # without native traffic (None: the first native delivery begins it)
+        if probe_interval is not None and probe_interval <= 0:
+            raise ValueError(f"probe_interval must be positive, got {probe_interval}")
+        self._probe_interval = probe_interval
+        self._prober: asyncio.Task[None] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -398,6 +409,8 @@ class SchedulerService:
             channel.close_callbacks.add(self._on_lost)
             self._connection.close_callbacks.add(self._on_lost)
             self._consumer_tag = await self._queue.consume(self._on_message)
+            if self._probe_interval is not None:
+                self._prober = asyncio.get_running_loop().create_task(self._probe())
         except BaseException:
             await self._connection.close()
             self._connection = None
@@ -408,6 +421,9 @@ class SchedulerService:
         if self._connection is None:
             return
         self._stopping = True
+        if self._prober is not None:
+            self._prober.cancel()
+            self._prober = None
         if self._queue is not None and self._consumer_tag is not None:
             try:
                 await self._queue.cancel(self._consumer_tag, timeout=5)
@@ -497,6 +513,7 @@ class SchedulerService:
                 return False
             self._active = True
             self.terms += 1
+            self._tell_term(True)
             journal = self.scheduler.journal
             log.info(
                 "active: this service owns %r (journal epoch %d, record %d, %d hosts, "
@@ -510,11 +527,34 @@ class SchedulerService:
             )
             return True
 
+    def _tell_term(self, active: bool) -> None:
+        for listener in self.term_listeners:
+            listener(active)
+
+    async def _probe(self) -> None:
+        """While a standby, publish a read to the own queue every probe_interval seconds."""
+        assert self._probe_interval is not None
+        while not self._stopping and self.failure is None:
+            channel = self._channel
+            if not self._active and channel is not None and not channel.is_closed:
+                probe = aio_pika.Message(
+                    b"{}",
+                    content_type=CONTENT_TYPE,
+                    type="aggregates",
+                    delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
+                )
+                with contextlib.suppress(*_CHANNEL_ERRORS):
+                    await channel.default_exchange.publish(
+                        probe, routing_key=self.queue, timeout=self._publish_timeout
+                    )
+            await asyncio.sleep(self._probe_interval)
+
     def _on_lost(self, *_args: object) -> None:
         self._losses += 1  # a takeover under way sees it, and gives up
         if self._stopping or not self._active:
             return
         self._active = False  # no delivery is answered in this term from now on
+        self._tell_term(False)
         task = asyncio.get_running_loop().create_task(self._step_down())
         self._step_downs.add(task)
         task.add_done_callback(self._step_downs.discard)
@@ -537,6 +577,8 @@ class SchedulerService:
         if self.failure is not None:
             return
         self.failure = exc
+        if self._active:
+            self._tell_term(False)
         self._active = False
         log.error("stopping: %s", " ".join(str(exc).split()))
         queue, tag = self._queue, self._consumer_tag

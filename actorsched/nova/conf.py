@@ -1,0 +1,364 @@
+"""nova.conf read as Nova 34 reads it: the options that decide placement, and the broker.
+
+Rules this module keeps:
+
+* The file is oslo.config's INI: ``[DEFAULT]`` is a section like the others
+  (not configparser's defaults for every section), a repeated option keeps
+  its last value, list options are comma-separated, booleans are oslo's
+  words (true/false, yes/no, on/off, 1/0), ``#`` and ``;`` start comments.
+* Nova 34's defaults apply where the file is silent (:data:`DEFAULTS`,
+  checked against Nova 34.0.0's ``nova/conf`` by a test in Nova's venv).
+* Each option becomes an actorsched setting with the file as its source, so
+  ``actorsched config`` shows ``nova.conf PATH [filter_scheduler] X``.
+* An option that changes scheduling and that actorsched does not build is
+  named in :attr:`NovaConfig.warnings`, one line each, never ignored
+  silently; so are Nova 18's filters, which Nova 34 no longer has.
+* In Nova 34, RAM, vCPU and disk, the zone and traits are Placement's
+  decision: actorsched always enables its own filters for them (each
+  host's own allocation ratio, as a resource provider's inventory has it).
+"""
+
+from __future__ import annotations
+
+import configparser
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = [
+    "DEFAULTS",
+    "NovaConfig",
+    "NovaConfigError",
+    "read",
+]
+
+
+class NovaConfigError(ValueError):
+    """A nova.conf that cannot be read, or a value Nova itself would refuse; one line."""
+
+
+# Nova 34.0.0's defaults of what actorsched reads (nova/conf/scheduler.py,
+# compute.py; oslo.messaging's control_exchange as nova/rpc.py sets it)
+DEFAULTS: Mapping[tuple[str, str], Any] = {
+    ("DEFAULT", "transport_url"): None,
+    ("DEFAULT", "control_exchange"): "nova",
+    ("DEFAULT", "host"): None,  # socket.gethostname()
+    ("DEFAULT", "cpu_allocation_ratio"): None,
+    ("DEFAULT", "ram_allocation_ratio"): None,
+    ("DEFAULT", "disk_allocation_ratio"): None,
+    ("DEFAULT", "initial_cpu_allocation_ratio"): 4.0,
+    ("DEFAULT", "initial_ram_allocation_ratio"): 1.0,
+    ("DEFAULT", "initial_disk_allocation_ratio"): 1.0,
+    ("DEFAULT", "reserved_host_memory_mb"): 512,
+    ("DEFAULT", "reserved_host_disk_mb"): 0,
+    ("DEFAULT", "reserved_host_cpus"): 0,
+    ("filter_scheduler", "enabled_filters"): [
+        "ComputeFilter",
+        "ComputeCapabilitiesFilter",
+        "ImagePropertiesFilter",
+        "ServerGroupAntiAffinityFilter",
+        "ServerGroupAffinityFilter",
+    ],
+    ("filter_scheduler", "weight_classes"): ["nova.scheduler.weights.all_weighers"],
+    ("filter_scheduler", "ram_weight_multiplier"): 1.0,
+    ("filter_scheduler", "cpu_weight_multiplier"): 1.0,
+    ("filter_scheduler", "disk_weight_multiplier"): 1.0,
+    ("filter_scheduler", "io_ops_weight_multiplier"): -1.0,
+    ("filter_scheduler", "num_instances_weight_multiplier"): 0.0,
+    ("filter_scheduler", "soft_affinity_weight_multiplier"): 1.0,
+    ("filter_scheduler", "soft_anti_affinity_weight_multiplier"): 1.0,
+    ("filter_scheduler", "build_failure_weight_multiplier"): 1000000.0,
+    ("filter_scheduler", "cross_cell_move_weight_multiplier"): 1000000.0,
+    ("filter_scheduler", "hypervisor_version_weight_multiplier"): 1.0,
+    ("filter_scheduler", "pci_weight_multiplier"): 1.0,
+    ("filter_scheduler", "image_props_weight_multiplier"): 0.0,
+    ("filter_scheduler", "host_subset_size"): 1,
+    ("filter_scheduler", "shuffle_best_same_weighed_hosts"): False,
+    ("filter_scheduler", "max_instances_per_host"): 50,
+    ("filter_scheduler", "max_io_ops_per_host"): 8,
+    ("filter_scheduler", "isolated_images"): [],
+    ("filter_scheduler", "isolated_hosts"): [],
+    ("filter_scheduler", "restrict_isolated_hosts_to_isolated_images"): True,
+    ("filter_scheduler", "aggregate_image_properties_isolation_namespace"): None,
+    ("filter_scheduler", "aggregate_image_properties_isolation_separator"): ".",
+    ("metrics", "weight_multiplier"): 1.0,
+    ("scheduler", "max_attempts"): 3,
+    ("scheduler", "limit_tenants_to_placement_aggregate"): False,
+    ("scheduler", "placement_aggregate_required_for_tenants"): False,
+    ("scheduler", "enable_isolated_aggregate_filtering"): False,
+    ("scheduler", "query_placement_for_image_type_support"): False,
+    ("scheduler", "query_placement_for_routed_network_aggregates"): False,
+    ("scheduler", "image_metadata_prefilter"): False,
+}
+# Nova 18's names of two options (group DEFAULT, before Pike's [filter_scheduler])
+_NOVA18_NAMES = {
+    ("DEFAULT", "scheduler_default_filters"): ("filter_scheduler", "enabled_filters"),
+    ("DEFAULT", "scheduler_weight_classes"): ("filter_scheduler", "weight_classes"),
+    ("DEFAULT", "scheduler_host_subset_size"): ("filter_scheduler", "host_subset_size"),
+    ("DEFAULT", "scheduler_max_attempts"): ("scheduler", "max_attempts"),
+}
+
+# Nova's filters actorsched builds under the same name
+_SAME_NAME = (
+    "ComputeFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+    "SameHostFilter",
+    "DifferentHostFilter",
+    "NumInstancesFilter",
+    "IoOpsFilter",
+    "AggregateInstanceExtraSpecsFilter",
+    "AggregateMultiTenancyIsolation",
+    "AggregateTypeAffinityFilter",
+)
+# gone from Nova (Stein removed the resource filters, 2024.1 the zone filter); kept
+# under their names for a configuration written for Nova 18
+_REMOVED = (
+    "RamFilter",
+    "CoreFilter",
+    "DiskFilter",
+    "AggregateRamFilter",
+    "AggregateCoreFilter",
+    "AggregateDiskFilter",
+    "AvailabilityZoneFilter",
+)
+# Placement's part of the decision in Nova 34, always on here
+PLACEMENT_FILTERS = (
+    "RamFilter",
+    "CoreFilter",
+    "DiskFilter",
+    "RequiredTraitsFilter",
+    "ForbiddenTraitsFilter",
+    "AvailabilityZoneFilter",
+)
+# passes every host: nothing to build
+_NO_OP_FILTERS = ("AllHostsFilter",)
+# Nova's weighers that actorsched builds, and the setting of each one's multiplier
+_WEIGHERS = {
+    "RAMWeigher": "ram_weight_multiplier",
+    "CPUWeigher": "cpu_weight_multiplier",
+    "DiskWeigher": "disk_weight_multiplier",
+    "IoOpsWeigher": "io_ops_weight_multiplier",
+    "NumInstancesWeigher": "num_instances_weight_multiplier",
+    "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
+    "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
+}
+# Nova's other weighers: each reads what actorsched's hosts do not report, so
+# every host weighs the same on it and it changes no order
+_NO_OP_WEIGHERS = {
+    "BuildFailureWeigher": "no compute reports failed builds to actorsched",
+    "HypervisorVersionWeigher": "hosts report no hypervisor version",
+    "CrossCellWeigher": "actorsched serves one cell",
+    "MetricsWeigher": "hosts report no metrics",
+    "PCIWeigher": "hosts report no PCI devices",
+    "ImagePropertiesWeigher": "its multiplier must be 0 (it is not built)",
+}
+_ALL_WEIGHERS = "all_weighers"
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+@dataclass(frozen=True)
+class NovaConfig:
+    """What a nova.conf says, in actorsched's terms."""
+
+    path: str
+    amqp_url: str  # the transport_url's first broker, as an amqp:// URL
+    control_exchange: str
+    host: str
+    nova_filters: tuple[str, ...]  # enabled_filters as Nova names them
+    # SchedulerConfig fields -> (value, "[group] option" it came from)
+    scheduler: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    values: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+
+    def source(self, option: str) -> str:
+        """``nova.conf PATH [group] option``: how ``actorsched config`` names a source."""
+        return f"nova.conf {self.path} {option}"
+
+
+def _as(kind: Any, text: str, where: str) -> Any:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]  # oslo.config strips one pair of quotes
+    if text == "" and not isinstance(kind, str | list):
+        return None  # an empty number or boolean: unset, as oslo.config reads it
+    if isinstance(kind, bool):
+        low = text.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise NovaConfigError(f"{where}={text!r}: not a boolean (true or false)")
+    if isinstance(kind, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise NovaConfigError(f"{where}={text!r}: not an integer") from None
+    if isinstance(kind, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise NovaConfigError(f"{where}={text!r}: not a number") from None
+    if isinstance(kind, list):
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return text.strip()
+
+
+# options Nova's default is None for, and the type they take
+_NONE_KINDS: Mapping[tuple[str, str], Any] = {
+    ("DEFAULT", "cpu_allocation_ratio"): 0.0,
+    ("DEFAULT", "ram_allocation_ratio"): 0.0,
+    ("DEFAULT", "disk_allocation_ratio"): 0.0,
+}
+
+
+def _parse(path: str) -> configparser.RawConfigParser:
+    parser = configparser.RawConfigParser(
+        default_section="\x00none",  # [DEFAULT] is an ordinary section in oslo.config
+        strict=False,  # a repeated option keeps its last value, as oslo.config
+        interpolation=None,
+        comment_prefixes=("#", ";"),
+        inline_comment_prefixes=None,  # oslo.config has no inline comments
+    )
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
+    try:
+        with open(path, encoding="utf-8") as file:
+            parser.read_file(file, source=path)
+    except OSError as exc:
+        raise NovaConfigError(f"nova.conf {path}: {exc.strerror or exc}") from None
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise NovaConfigError(f"nova.conf {path} is not an oslo.config file: {exc}") from None
+    return parser
+
+
+def _amqp(transport_url: str | None, where: str) -> str:
+    if transport_url is None:
+        return "amqp://guest:guest@localhost:5672/"
+    parts = urlsplit(transport_url)
+    if parts.scheme not in ("rabbit", "amqp"):
+        raise NovaConfigError(
+            f"{where}={transport_url!r}: actorsched speaks to RabbitMQ only (rabbit://)"
+        )
+    netloc = parts.netloc.split(",")[0]  # several brokers: the first (a cluster's node)
+    vhost = parts.path or "/"
+    return f"amqp://{netloc}{vhost if vhost != '/' else '/'}"
+
+
+def read(path: str) -> NovaConfig:
+    """The nova.conf at ``path``; :class:`NovaConfigError` (one line) when it cannot be."""
+    parser = _parse(path)
+    values: dict[tuple[str, str], Any] = dict(DEFAULTS)
+    given: set[tuple[str, str]] = set()
+    for (group, option), default in DEFAULTS.items():
+        if parser.has_option(group, option):
+            kind = _NONE_KINDS.get((group, option), default if default is not None else "")
+            values[(group, option)] = _as(kind, parser.get(group, option), f"[{group}] {option}")
+            given.add((group, option))
+    warnings: list[str] = []
+    for old, new in _NOVA18_NAMES.items():
+        if parser.has_option(*old) and new not in given:
+            values[new] = _as(DEFAULTS[new], parser.get(*old), f"[{old[0]}] {old[1]}")
+            given.add(new)
+            warnings.append(
+                f"nova.conf [{old[0]}] {old[1]} is Nova 18's name of [{new[0]}] {new[1]}; "
+                "read as that"
+            )
+    scheduler: dict[str, tuple[Any, str]] = {}
+
+    def put(setting: str, value: Any, group: str, option: str) -> None:
+        scheduler[setting] = (value, f"[{group}] {option}")
+
+    nova_filters = tuple(values[("filter_scheduler", "enabled_filters")])
+    ours: list[str] = list(PLACEMENT_FILTERS)
+    unbuilt: list[str] = []
+    for name in nova_filters:
+        short = name.rsplit(".", 1)[-1]
+        if short in _SAME_NAME or short in _REMOVED:
+            if short not in ours:
+                ours.append(short)
+            if short in _REMOVED:
+                warnings.append(
+                    f"filter {short} was removed from Nova (Placement decides it now); kept "
+                    "with Nova 18's rule because this nova.conf enables it"
+                )
+        elif short not in _NO_OP_FILTERS:
+            unbuilt.append(short)
+    if unbuilt:
+        warnings.append(
+            f"enabled_filters {unbuilt} are not built in actorsched: hosts are not filtered "
+            "by them (a request that asks what ComputeCapabilitiesFilter or "
+            "ImagePropertiesFilter reads is refused instead)"
+        )
+    put("enabled_filters", ours, "filter_scheduler", "enabled_filters")
+    classes = [c.rsplit(".", 1)[-1] for c in values[("filter_scheduler", "weight_classes")]]
+    every = _ALL_WEIGHERS in classes
+    for weigher, setting in _WEIGHERS.items():
+        on = every or weigher in classes
+        multiplier = values[("filter_scheduler", setting)] if on else 0.0
+        put(setting, float(multiplier), "filter_scheduler", setting if on else "weight_classes")
+    noops = [w for w in _NO_OP_WEIGHERS if every or w in classes]
+    if noops:
+        warnings.append(
+            "weighers that change no order here: "
+            + "; ".join(f"{w} ({_NO_OP_WEIGHERS[w]})" for w in noops)
+        )
+    if values[("filter_scheduler", "image_props_weight_multiplier")] and (
+        every or "ImagePropertiesWeigher" in classes
+    ):
+        warnings.append(
+            "image_props_weight_multiplier is not 0 but ImagePropertiesWeigher is not built "
+            "in actorsched: it weighs nothing"
+        )
+    unknown = [
+        c for c in classes if c != _ALL_WEIGHERS and c not in _WEIGHERS and c not in _NO_OP_WEIGHERS
+    ]
+    if unknown:
+        warnings.append(f"weight_classes {unknown} are not Nova 34 weighers: ignored")
+    for setting in (
+        "host_subset_size",
+        "shuffle_best_same_weighed_hosts",
+        "max_instances_per_host",
+        "max_io_ops_per_host",
+    ):
+        put(setting, values[("filter_scheduler", setting)], "filter_scheduler", setting)
+    put("max_attempts", values[("scheduler", "max_attempts")], "scheduler", "max_attempts")
+    for resource in ("cpu", "ram", "disk"):
+        option = f"{resource}_allocation_ratio"
+        ratio = values[("DEFAULT", option)]
+        if ratio is None:  # Nova's computes use the initial ratio then
+            option = f"initial_{option}"
+            ratio = values[("DEFAULT", option)]
+        if ratio <= 0:
+            raise NovaConfigError(f"nova.conf [DEFAULT] {option}={ratio}: must be above 0")
+        put(f"{resource}_allocation_ratio", float(ratio), "DEFAULT", option)
+    for group, option in (
+        ("scheduler", "limit_tenants_to_placement_aggregate"),
+        ("scheduler", "placement_aggregate_required_for_tenants"),
+        ("scheduler", "enable_isolated_aggregate_filtering"),
+        ("scheduler", "query_placement_for_image_type_support"),
+        ("scheduler", "query_placement_for_routed_network_aggregates"),
+        ("scheduler", "image_metadata_prefilter"),
+    ):
+        if values[(group, option)]:
+            warnings.append(f"[{group}] {option} is on but not built in actorsched: no effect")
+    for option in ("reserved_host_memory_mb", "reserved_host_disk_mb", "reserved_host_cpus"):
+        if ("DEFAULT", option) in given:
+            warnings.append(
+                f"[DEFAULT] {option} is a compute's setting: each host report carries its "
+                "own reserved figures"
+            )
+    url = values[("DEFAULT", "transport_url")]
+    host = values[("DEFAULT", "host")] or socket.gethostname()
+    return NovaConfig(
+        path=path,
+        amqp_url=_amqp(url, "[DEFAULT] transport_url"),
+        control_exchange=values[("DEFAULT", "control_exchange")],
+        host=host,
+        nova_filters=tuple(n.rsplit(".", 1)[-1] for n in nova_filters),
+        scheduler=scheduler,
+        warnings=tuple(warnings),
+        values=values,
+    )

@@ -1,0 +1,497 @@
+"""Nova's scheduler RPC API on RabbitMQ, answered by the same owner as the native queue.
+
+Rules this module keeps:
+
+* It consumes what ``nova-scheduler`` consumes, declared as oslo.messaging
+  declares it by default (so a Nova client, and a nova-scheduler being
+  replaced, see the same queues): the topic exchange ``control_exchange``
+  (not durable), the queues ``scheduler`` and ``scheduler.<host>`` bound to
+  it, and a queue ``scheduler_fanout_<id>`` (``x-expires`` 30 min) on the
+  fanout exchange ``scheduler_fanout`` (auto-delete).
+* It answers only while its service owns the state (a term of the native
+  queue's single active consumer): it consumes from the start of a term
+  and stops at its end, so a standby never takes Nova's messages.
+* Unlike oslo.messaging, which acks a request before dispatching it, a
+  delivery is acked only once its answer is published (publisher confirms)
+  or, for a cast, once it is applied; with a journal the owner answers only
+  what is durable. A lost connection therefore redelivers the message, and
+  claims keyed by instance uuid make the second answer the first one.
+* Bad input (not oslo's envelope, a version this API does not serve, an
+  object version it cannot read) is answered with a failure naming it when
+  the message says where to answer, copied to ``actorsched.nova.dead``,
+  acked and logged; it never reaches the owner and never stops the consumer.
+* While a call is worked on, a call-monitor heartbeat goes to the caller
+  every half of the call's ``_call_monitor_timeout`` (at least a second),
+  as oslo's dispatcher sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import aio_pika
+import aiormq.exceptions
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
+from pydantic import ValidationError
+
+from ..errors import InvalidRequest, NoValidHost, SchedulerStopped
+from ..journal import JournalError
+from ..models import HostState, Selection
+from ..scheduler import Scheduler
+from . import objects, wire
+from .conf import NovaConfig
+
+__all__ = ["DEAD_QUEUE", "TOPIC", "NovaEndpoint"]
+
+log = logging.getLogger("actorsched.nova")
+
+TOPIC = "scheduler"  # nova.scheduler.rpcapi.RPC_TOPIC
+DEAD_QUEUE = "actorsched.nova.dead"
+_FANOUT_TTL_MS = 1_800_000  # oslo's rabbit_transient_queues_ttl
+_DEAD_KEEP = 4_096  # bytes of a bad message kept in its dead letter
+_FACTS_TTL = 10.0  # seconds a host's node and zone are taken from the last read
+_CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
+    aiormq.exceptions.AMQPError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    ConnectionError,
+    TimeoutError,
+)
+# select_destinations: the oldest API version read (4.3 carries the RequestSpec object)
+_OLDEST_SELECT = (4, 3)
+
+
+class _Refused(Exception):
+    """An answer that is a failure: the serialized remote exception."""
+
+    def __init__(self, failure: str, outcome: str) -> None:
+        super().__init__(failure)
+        self.failure = failure
+        self.outcome = outcome
+
+
+def _no_valid_host(reason: str) -> _Refused:
+    return _Refused(
+        wire.failure_body(
+            "NoValidHost",
+            "nova.exception",
+            f"No valid host was found. {reason}",
+            kwargs={"reason": reason},
+        ),
+        "no_valid_host",
+    )
+
+
+def _bad(message: str, outcome: str = "bad_input") -> _Refused:
+    # builtins are rebuilt in every oslo caller: a ValueError with our words
+    return _Refused(wire.failure_body("ValueError", "builtins", message, args=[message]), outcome)
+
+
+class NovaEndpoint:
+    """Answers Nova's scheduler RPC API on the broker of ``nova.amqp_url`` from ``scheduler``.
+
+    >>> async def run(scheduler: Scheduler, nova: NovaConfig) -> None:  # doctest: +SKIP
+    ...     endpoint = NovaEndpoint(scheduler, nova, cell_uuid=str(uuid.uuid4()))
+    ...     await endpoint.start()
+    ...     await endpoint.begin_term()  # consume while this process owns the state
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        nova: NovaConfig,
+        *,
+        cell_uuid: str,
+        max_body_bytes: int,
+        prefetch: int = 64,
+        publish_timeout: float = 10.0,
+        ack_timeout: float = 5.0,
+        reconnect_interval: float = 1.0,
+    ) -> None:
+        if not 1 <= prefetch <= scheduler.config.mailbox_size:
+            raise ValueError(
+                f"the Nova endpoint's prefetch {prefetch} must be between 1 and the mailbox "
+                f"size {scheduler.config.mailbox_size}"
+            )
+        self.scheduler = scheduler
+        self.nova = nova
+        self.url = nova.amqp_url
+        self.cell_uuid = str(uuid.UUID(cell_uuid))
+        self.max_body_bytes = max_body_bytes
+        self.prefetch = prefetch
+        self._publish_timeout = publish_timeout
+        self._ack_timeout = ack_timeout
+        self._reconnect_interval = reconnect_interval
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+        self._queues: list[AbstractQueue] = []
+        self._tags: list[tuple[AbstractQueue, str]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._aggregates_lock = asyncio.Lock()
+        self._facts: dict[str, tuple[str, str | None]] = {}
+        self._facts_at = -_FACTS_TTL
+        self._consuming = False
+        self.fanout_queue = f"{TOPIC}_fanout_{uuid.uuid4().hex}"
+        self.counts: dict[tuple[str, str], int] = {}  # (method, outcome) -> messages
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and declare Nova's exchanges and queues; consuming waits for a term."""
+        self._connection = await aio_pika.connect_robust(
+            self.url,
+            reconnect_interval=self._reconnect_interval,
+            client_properties={"connection_name": f"actorsched nova-scheduler {self.nova.host}"},
+        )
+        try:
+            channel = self._connection.channel(publisher_confirms=True)
+            await channel
+            assert isinstance(channel, aio_pika.RobustChannel)
+            self._channel = channel
+            await channel.set_qos(prefetch_count=self.prefetch)
+            topic = await channel.declare_exchange(
+                self.nova.control_exchange, aio_pika.ExchangeType.TOPIC, durable=False
+            )
+            for name in (TOPIC, f"{TOPIC}.{self.nova.host}"):
+                queue = await channel.declare_queue(name, durable=False, auto_delete=False)
+                await queue.bind(topic, routing_key=name)
+                self._queues.append(queue)
+            fanout = await channel.declare_exchange(
+                f"{TOPIC}_fanout", aio_pika.ExchangeType.FANOUT, durable=False, auto_delete=True
+            )
+            queue = await channel.declare_queue(
+                self.fanout_queue,
+                durable=False,
+                auto_delete=False,
+                arguments={"x-expires": _FANOUT_TTL_MS},
+            )
+            await queue.bind(fanout, routing_key=TOPIC)
+            self._queues.append(queue)
+            await channel.declare_queue(
+                DEAD_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
+            )
+        except BaseException:
+            await self._connection.close()
+            self._connection = None
+            raise
+
+    async def begin_term(self) -> None:
+        """Start consuming: this process owns the state from now on."""
+        if self._consuming or self._connection is None:
+            return
+        self._consuming = True
+        for queue in self._queues:
+            tag = await queue.consume(self._on_message)
+            self._tags.append((queue, tag))
+        log.info(
+            "answering Nova's scheduler API: exchange %r, queues %s",
+            self.nova.control_exchange,
+            [q.name for q in self._queues],
+        )
+
+    async def end_term(self) -> None:
+        """Stop consuming (a standby takes no Nova message); what is in flight goes on."""
+        self._consuming = False
+        tags, self._tags = self._tags, []
+        for queue, tag in tags:
+            with contextlib.suppress(*_CHANNEL_ERRORS):
+                await queue.cancel(tag, timeout=5)
+
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Stop consuming, finish what is in flight, close."""
+        if self._connection is None:
+            return
+        await self.end_term()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=drain_timeout)
+            for task in self._tasks:
+                task.cancel()
+        with contextlib.suppress(*_CHANNEL_ERRORS):
+            await asyncio.wait_for(self._connection.close(), self._ack_timeout)
+        self._connection = None
+
+    # -- one delivery --------------------------------------------------------
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        task = asyncio.create_task(self._handle(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _count(self, method: str, outcome: str) -> None:
+        key = (method, outcome)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    async def _handle(self, message: AbstractIncomingMessage) -> None:
+        try:
+            call = wire.decode(message.body, max_body_bytes=self.max_body_bytes)
+        except wire.BadEnvelope as bad:
+            await self._dead_letter(message, bad.reason, str(bad))
+            if bad.reply_q and bad.msg_id:
+                await self._publish(
+                    bad.reply_q, wire.encode_failure(bad.msg_id, _bad(str(bad)).failure)
+                )
+            self._count("unknown", "bad_input")
+            await self._ack(message)
+            return
+        heartbeat = None
+        if call.is_call and call.call_monitor_timeout:
+            heartbeat = asyncio.create_task(self._heartbeat(call))
+        result: Any = None
+        failure: str | None = None
+        try:
+            result = await self._dispatch(call)
+            outcome = "ok"
+        except _Refused as refused:
+            outcome, failure = refused.outcome, refused.failure
+            if outcome == "bad_input":
+                await self._dead_letter(message, "bad_input", refused.failure)
+        except (SchedulerStopped, JournalError) as exc:
+            # not answered: the change may not be durable; the broker delivers it again
+            log.warning("%s not answered (%s); handing it back", call.method, exc)
+            self._count(call.method, "requeued")
+            await self._nack(message)
+            return
+        except Exception:
+            log.exception("%s failed unexpectedly; answered with a failure", call.method)
+            outcome = "error"
+            failure = _bad(f"actorsched failed on {call.method}; see its log").failure
+        finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
+        self._count(call.method, outcome)
+        if call.msg_id is not None and call.reply_q is not None:
+            body = (
+                wire.encode_reply(call.msg_id, result)
+                if failure is None
+                else wire.encode_failure(call.msg_id, failure)
+            )
+            if not await self._publish(call.reply_q, body):
+                await self._nack(message)
+                return
+        await self._ack(message)
+
+    async def _nack(self, message: AbstractIncomingMessage) -> None:
+        with contextlib.suppress(*_CHANNEL_ERRORS):
+            await asyncio.wait_for(message.nack(requeue=True), self._ack_timeout)
+
+    async def _heartbeat(self, call: wire.Call) -> None:
+        assert call.msg_id is not None
+        assert call.reply_q is not None
+        interval = max(1.0, (call.call_monitor_timeout or 2.0) / 2)
+        while True:
+            await asyncio.sleep(interval)
+            await self._publish(call.reply_q, wire.encode_heartbeat(call.msg_id))
+
+    async def _publish(self, routing_key: str, body: bytes) -> bool:
+        channel = self._channel
+        if channel is None:
+            return False
+        try:
+            # the default exchange routes to the caller's reply queue (oslo's direct_send)
+            await channel.default_exchange.publish(
+                aio_pika.Message(
+                    body,
+                    content_type="application/json",
+                    content_encoding="utf-8",
+                    delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
+                ),
+                routing_key=routing_key,
+                mandatory=False,
+                timeout=self._publish_timeout,
+            )
+        except _CHANNEL_ERRORS as exc:
+            log.warning("could not answer on %s (%s)", routing_key, exc)
+            return False
+        return True
+
+    async def _ack(self, message: AbstractIncomingMessage) -> None:
+        with contextlib.suppress(*_CHANNEL_ERRORS):
+            await asyncio.wait_for(message.ack(), self._ack_timeout)
+
+    async def _dead_letter(self, message: AbstractIncomingMessage, reason: str, why: str) -> None:
+        log.warning("Nova message refused (%s): %s", reason, why[:500])
+        channel = self._channel
+        if channel is None:
+            return
+        copy = aio_pika.Message(
+            message.body[:_DEAD_KEEP],
+            headers={"x-actorsched-reason": reason, "x-actorsched-error": why[:1000]},
+            content_type=message.content_type,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        with contextlib.suppress(*_CHANNEL_ERRORS):
+            await channel.default_exchange.publish(
+                copy, routing_key=DEAD_QUEUE, timeout=self._publish_timeout
+            )
+
+    # -- methods ---------------------------------------------------------------
+
+    async def _dispatch(self, call: wire.Call) -> Any:
+        if call.namespace is not None:
+            raise _bad(f"namespace {call.namespace!r}: the scheduler API has none")
+        handler = self._METHODS.get(call.method)
+        if handler is None:
+            raise _Refused(
+                wire.failure_body(
+                    "NoSuchMethod",
+                    "oslo_messaging.rpc.dispatcher",
+                    f"Endpoint does not support RPC method {call.method}",
+                    args=[call.method],
+                ),
+                "bad_input",
+            )
+        unsupported = wire.check_version(call.version, call.method)
+        if unsupported is not None:
+            raise _bad(unsupported)
+        return await handler(self, call)
+
+    async def _select_destinations(self, call: wire.Call) -> Any:
+        major, _, minor = call.version.partition(".")
+        if (int(major), int(minor)) < _OLDEST_SELECT or "spec_obj" not in call.args:
+            raise _bad(
+                f"select_destinations {call.version} without spec_obj: actorsched reads API "
+                "4.3 and later (the RequestSpec object)"
+            )
+        args = call.args
+        uuids = args.get("instance_uuids")
+        if uuids is not None and not (
+            isinstance(uuids, list) and all(isinstance(u, str) for u in uuids)
+        ):
+            raise _bad("instance_uuids must be a list of strings")
+        try:
+            request = objects.request_from_primitive(
+                args["spec_obj"], uuids, filters=self.nova.nova_filters
+            )
+        except objects.UnsupportedObject as exc:
+            raise _bad(str(exc)) from None
+        except objects.Unsupported as exc:
+            raise _no_valid_host(f"actorsched cannot place this request: {exc}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise _bad(f"RequestSpec field {where}: {first['msg']}") from None
+        return_objects = bool(args.get("return_objects", False))
+        return_alternates = bool(args.get("return_alternates", False)) and return_objects
+        try:
+            if request.is_rebuild:
+                plan = await self.scheduler.plan(request.spec)
+                if not plan.placed:
+                    raise NoValidHost(plan.message or "no host passed the filters")
+                chosen = [
+                    Selection(
+                        instance_uuid=entry.instance_uuid,
+                        host=entry.host,
+                        alternates=entry.alternates,
+                    )
+                    for entry in plan.instances
+                    if entry.host is not None
+                ]
+            else:
+                chosen = await self.scheduler.select_destinations(request.spec)
+        except NoValidHost as exc:
+            raise _no_valid_host(str(exc)) from None
+        except InvalidRequest as exc:
+            raise _bad(str(exc)) from None
+        facts = await self._host_facts(
+            [s.host for s in chosen] + [h for s in chosen for h in s.alternates]
+        )
+        answer: list[Any] = []
+        for selection in chosen:
+            hosts = [selection.host]
+            if return_alternates:
+                hosts += list(selection.alternates)[: self.scheduler.config.max_attempts - 1]
+            if return_objects:
+                answer.append(
+                    [
+                        objects.selection_primitive(host, *facts[host], self.cell_uuid)
+                        for host in hosts
+                    ]
+                )
+            else:
+                answer.append(objects.legacy_destination(host=hosts[0], node=facts[hosts[0]][0]))
+        return answer
+
+    async def _host_facts(self, hosts: list[str]) -> dict[str, tuple[str, str | None]]:
+        """Each host's node and zone, from a read of the host states at most ``_FACTS_TTL`` old."""
+        now = time.monotonic()
+        if now - self._facts_at > _FACTS_TTL or any(h not in self._facts for h in hosts):
+            states: dict[str, HostState] = await self.scheduler.host_states()
+            self._facts = {name: (s.node, s.availability_zone) for name, s in states.items()}
+            self._facts_at = now
+        return {h: self._facts.get(h, (h, None)) for h in hosts}
+
+    async def _update_aggregates(self, call: wire.Call) -> None:
+        given = call.args.get("aggregates")
+        if not isinstance(given, list):
+            raise _bad("update_aggregates needs aggregates: a list of Aggregate objects")
+        try:
+            wanted = [objects.aggregate_from_primitive(p) for p in given]
+        except objects.UnsupportedObject as exc:
+            raise _bad(str(exc)) from None
+        async with self._aggregates_lock:
+            for aggregate in wanted:
+                await self._put_aggregate(aggregate)
+        self._facts_at = -_FACTS_TTL  # zones may have moved
+
+    async def _put_aggregate(self, aggregate: objects.NovaAggregate) -> None:
+        """Make actorsched's aggregate of that name what Nova's is (a few owner steps)."""
+        scheduler = self.scheduler
+        current = {a.name: a for a in await scheduler.aggregates()}.get(aggregate.name)
+        try:
+            if current is None:
+                await scheduler.create_aggregate(
+                    aggregate.name, aggregate.metadata, aggregate.hosts
+                )
+                return
+            changed: dict[str, str | None] = {
+                k: v for k, v in aggregate.metadata.items() if current.metadata.get(k) != v
+            }
+            changed.update({k: None for k in current.metadata if k not in aggregate.metadata})
+            if changed:
+                await scheduler.update_aggregate(aggregate.name, changed)
+            for host in sorted(set(aggregate.hosts) - set(current.hosts)):
+                await scheduler.add_host_to_aggregate(aggregate.name, host)
+            for host in sorted(set(current.hosts) - set(aggregate.hosts)):
+                await scheduler.remove_host_from_aggregate(aggregate.name, host)
+        except InvalidRequest as exc:
+            raise _bad(f"aggregate {aggregate.name!r}: {exc}") from None
+
+    async def _delete_aggregate(self, call: wire.Call) -> None:
+        try:
+            aggregate = objects.aggregate_from_primitive(call.args.get("aggregate"))
+        except objects.UnsupportedObject as exc:
+            raise _bad(str(exc)) from None
+        async with self._aggregates_lock:
+            current = {a.name: a for a in await self.scheduler.aggregates()}.get(aggregate.name)
+            if current is None:
+                return
+            for host in current.hosts:
+                await self.scheduler.remove_host_from_aggregate(aggregate.name, host)
+            await self.scheduler.delete_aggregate(aggregate.name)
+        self._facts_at = -_FACTS_TTL
+
+    async def _instance_info(self, call: wire.Call) -> None:
+        # what a host lists comes with its reports here; Nova's casts are read, counted
+        # and checked, not applied yet (see the README's "Called by Nova")
+        host = call.args.get("host_name")
+        if not isinstance(host, str):
+            raise _bad(f"{call.method} needs host_name")
+
+    _METHODS: ClassVar[dict[str, Callable[[NovaEndpoint, wire.Call], Awaitable[Any]]]] = {
+        "select_destinations": _select_destinations,
+        "update_aggregates": _update_aggregates,
+        "delete_aggregate": _delete_aggregate,
+        "update_instance_info": _instance_info,
+        "delete_instance_info": _instance_info,
+        "sync_instance_info": _instance_info,
+    }
