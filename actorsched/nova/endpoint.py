@@ -117,6 +117,7 @@ class NovaEndpoint:
         publish_timeout: float = 10.0,
         ack_timeout: float = 5.0,
         reconnect_interval: float = 1.0,
+        topic: str = TOPIC,
     ) -> None:
         if not 1 <= prefetch <= scheduler.config.mailbox_size:
             raise ValueError(
@@ -141,7 +142,11 @@ class NovaEndpoint:
         self._facts: dict[str, tuple[str, str | None]] = {}
         self._facts_at = -_FACTS_TTL
         self._consuming = False
-        self.fanout_queue = f"{TOPIC}_fanout_{uuid.uuid4().hex}"
+        # Nova's topic; another one only for tests that share a broker (queue names are
+        # global on a vhost, whatever the exchange)
+        self.topic = topic
+        self.fanout_queue = f"{topic}_fanout_{uuid.uuid4().hex}"
+        self.dead_queue = DEAD_QUEUE if topic == TOPIC else f"{DEAD_QUEUE}.{topic}"
         self.counts: dict[tuple[str, str], int] = {}  # (method, outcome) -> messages
 
     # -- lifecycle ---------------------------------------------------------
@@ -162,12 +167,15 @@ class NovaEndpoint:
             topic = await channel.declare_exchange(
                 self.nova.control_exchange, aio_pika.ExchangeType.TOPIC, durable=False
             )
-            for name in (TOPIC, f"{TOPIC}.{self.nova.host}"):
+            for name in (self.topic, f"{self.topic}.{self.nova.host}"):
                 queue = await channel.declare_queue(name, durable=False, auto_delete=False)
                 await queue.bind(topic, routing_key=name)
                 self._queues.append(queue)
             fanout = await channel.declare_exchange(
-                f"{TOPIC}_fanout", aio_pika.ExchangeType.FANOUT, durable=False, auto_delete=True
+                f"{self.topic}_fanout",
+                aio_pika.ExchangeType.FANOUT,
+                durable=False,
+                auto_delete=True,
             )
             queue = await channel.declare_queue(
                 self.fanout_queue,
@@ -175,10 +183,10 @@ class NovaEndpoint:
                 auto_delete=False,
                 arguments={"x-expires": _FANOUT_TTL_MS},
             )
-            await queue.bind(fanout, routing_key=TOPIC)
+            await queue.bind(fanout, routing_key=self.topic)
             self._queues.append(queue)
             await channel.declare_queue(
-                DEAD_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}
+                self.dead_queue, durable=True, arguments={"x-queue-type": "quorum"}
             )
         except BaseException:
             await self._connection.close()
@@ -331,7 +339,7 @@ class NovaEndpoint:
         )
         with contextlib.suppress(*_CHANNEL_ERRORS):
             await channel.default_exchange.publish(
-                copy, routing_key=DEAD_QUEUE, timeout=self._publish_timeout
+                copy, routing_key=self.dead_queue, timeout=self._publish_timeout
             )
 
     # -- methods ---------------------------------------------------------------

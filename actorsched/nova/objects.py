@@ -225,7 +225,7 @@ def _group(data: Mapping[str, Any] | None) -> tuple[ServerGroup | None, tuple[st
         return None, ()
     if policy not in _POLICIES:
         raise UnsupportedObject(f"instance_group.policy {policy!r} is not one of {_POLICIES}")
-    rules = data.get("rules") or {}
+    rules = data.get("_rules", data.get("rules")) or {}  # the wire's key is _rules
     if not isinstance(rules, dict):
         raise UnsupportedObject("instance_group.rules must be an object")
     per_host = rules.get("max_server_per_host")

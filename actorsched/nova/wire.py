@@ -5,8 +5,9 @@ Rules this module keeps:
 * A request body is oslo's envelope ``{"oslo.version": "2.0", "oslo.message":
   "<JSON>"}``; the inner message carries ``method``, ``args``, ``version``,
   ``namespace``, the call's ``_msg_id``/``_reply_q`` (absent on a cast),
-  ``_unique_id``, ``_timeout``, ``_call_monitor_timeout`` and the caller's
-  request context as ``_context_<key>`` fields. Anything else is a
+  ``_unique_id``, ``_timeout`` (the call-monitor timeout: the caller gives
+  up when nothing comes back for that long) and the caller's request
+  context as ``_context_<key>`` fields. Anything else is a
   :class:`BadEnvelope` naming what was wrong; it never raises anything else.
 * A reply goes to the default exchange with the caller's ``_reply_q`` as
   routing key (oslo's ``direct_send``) and is one envelope of ``{"result",
@@ -172,7 +173,9 @@ def decode(body: bytes, *, max_body_bytes: int) -> Call:
         reply_q=where["reply_q"],
         unique_id=unique_id if isinstance(unique_id, str) else None,
         timeout=_number(inner.get("_timeout")),
-        call_monitor_timeout=_number(inner.get("_call_monitor_timeout")),
+        # oslo's rabbit driver sends the call-monitor timeout as _timeout
+        # (the call's own timeout is the message's AMQP expiration)
+        call_monitor_timeout=_number(inner.get("_call_monitor_timeout", inner.get("_timeout"))),
         context=context,
     )
 

@@ -1,0 +1,330 @@
+"""Nova's own scheduler client (Nova 34.0.0, in its venv) against actorsched over RabbitMQ.
+
+Each test runs an owner with its native service and its Nova endpoint on the
+machine's broker, under names of its own (a control exchange, a topic and a
+queue per test, deleted afterwards), and drives
+``nova.scheduler.rpcapi.SchedulerAPI`` in a child process of Nova's venv
+(``tests/nova/nova_client.py``). The venv is made by ``make nova-venv``
+(``make test`` makes it); without it these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import pytest
+
+from actorsched import HostReport, Scheduler, SchedulerConfig
+from actorsched.amqp import SchedulerService
+from actorsched.amqp.service import dead_letter_names
+from actorsched.nova import wire
+from actorsched.nova.conf import read
+from actorsched.nova.endpoint import NovaEndpoint
+
+pytestmark = pytest.mark.amqp
+
+ROOT = Path(__file__).resolve().parents[2]
+NOVA_PYTHON = Path(os.environ.get("ACTORSCHED_NOVA_PYTHON", ROOT / ".venv-nova" / "bin" / "python"))
+CLIENT = Path(__file__).with_name("nova_client.py")
+AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+CELL = "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11"
+
+if not NOVA_PYTHON.exists():
+    pytest.skip(
+        f"Nova 34's venv is missing ({NOVA_PYTHON}): `make nova-venv` makes it "
+        "(pip install nova==34.0.0); it could not be made here",
+        allow_module_level=True,
+    )
+
+
+def _report(host: str, memory_mb: int, generation: int = 1, **fields: Any) -> HostReport:
+    return HostReport(
+        host=host,
+        generation=generation,
+        memory_mb=memory_mb,
+        memory_mb_used=0,
+        vcpus=16,
+        vcpus_used=0,
+        local_gb=500,
+        local_gb_used=0,
+        **fields,
+    )
+
+
+@dataclass
+class NovaStack:
+    scheduler: Scheduler
+    endpoint: NovaEndpoint
+    conf_path: Path
+    topic: str
+    exchange: str
+
+    async def nova(self, *steps: dict[str, Any], within: float = 120) -> list[dict[str, Any]]:
+        """Run ``steps`` through Nova's client; one outcome per step."""
+        script = self.conf_path.with_name(f"steps-{uuid.uuid4().hex[:6]}.json")
+        script.write_text(json.dumps(list(steps)))
+        process = await asyncio.create_subprocess_exec(
+            str(NOVA_PYTHON),
+            str(CLIENT),
+            str(self.conf_path),
+            str(script),
+            self.topic,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), within)
+        lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+        assert len(lines) == len(steps), err.decode()[-3000:]
+        return lines
+
+
+def nova_conf(path: Path, exchange: str, host: str, extra: str = "") -> Path:
+    path.write_text(
+        "[DEFAULT]\n"
+        "transport_url = rabbit://guest:guest@127.0.0.1:5672/\n"
+        f"control_exchange = {exchange}\n"
+        f"host = {host}\n"
+        "rpc_response_timeout = 20\n"
+        "long_rpc_timeout = 60\n"
+        "[scheduler]\nmax_attempts = 3\n" + extra
+    )
+    return path
+
+
+async def _delete(names: list[str], exchanges: list[str]) -> None:
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        for name in names:
+            await channel.queue_delete(name)
+        for name in exchanges:
+            await channel.exchange_delete(name)
+
+
+@asynccontextmanager
+async def nova_stack(tmp_path: Path, hosts: list[HostReport]) -> AsyncIterator[NovaStack]:
+    tag = uuid.uuid4().hex[:10]
+    exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
+    conf = read(str(nova_conf(tmp_path / "nova.conf", exchange, host)))
+    config = SchedulerConfig(seed=3, **{name: value for name, (value, _) in conf.scheduler.items()})
+    scheduler = Scheduler(config)
+    endpoint = NovaEndpoint(scheduler, conf, cell_uuid=CELL, max_body_bytes=1 << 20, topic=topic)
+    service = SchedulerService(scheduler, AMQP_URL, queue=queue, probe_interval=0.2)
+    terms: list[asyncio.Task[None]] = []
+    service.term_listeners.append(
+        lambda active: terms.append(
+            asyncio.get_running_loop().create_task(
+                endpoint.begin_term() if active else endpoint.end_term()
+            )
+        )
+    )
+    try:
+        async with scheduler:
+            await scheduler.update_hosts(hosts)
+            await endpoint.start()
+            await service.start()
+            for _ in range(200):  # the probe begins the term: the endpoint consumes
+                if endpoint._consuming:
+                    break
+                await asyncio.sleep(0.05)
+            assert endpoint._consuming, "the service never began a term"
+            yield NovaStack(scheduler, endpoint, tmp_path / "nova.conf", topic, exchange)
+            await service.stop()
+            await endpoint.stop()
+    finally:
+        dead = dead_letter_names(queue)
+        await _delete(
+            [queue, dead[1], topic, f"{topic}.{host}", endpoint.fanout_queue, endpoint.dead_queue],
+            [exchange, f"{topic}_fanout", dead[0]],
+        )
+
+
+def _uuids(n: int) -> list[str]:
+    return [str(uuid.uuid4()) for _ in range(n)]
+
+
+async def test_nova_client_gets_selections_with_alternates_for_native_hosts(
+    tmp_path: Path,
+) -> None:
+    hosts = [_report(f"h{i}", 4096 * i) for i in range(1, 6)]
+    async with nova_stack(tmp_path, hosts) as stack:
+        uuids = _uuids(2)
+        (got,) = await stack.nova(
+            {"op": "select", "uuids": uuids, "spec": {"memory_mb": 1024, "root_gb": 10}}
+        )
+        assert got["ok"], got
+        per_instance = got["result"]
+        assert len(per_instance) == 2
+        for selections in per_instance:
+            # the chosen host then max_attempts - 1 = 2 alternates, all Nova Selections 1.1
+            assert len(selections) == 3
+            assert {s["object"] for s in selections} == {"Selection"}
+            assert {s["version"] for s in selections} == {"1.1"}
+            assert len({s["service_host"] for s in selections}) == 3
+            assert all(s["nodename"] == s["service_host"] for s in selections)
+            assert {s["cell_uuid"] for s in selections} == {CELL}
+        chosen = [s[0]["service_host"] for s in per_instance]
+        # RAM weigher: the two largest hosts take the two instances
+        assert sorted(chosen) == ["h4", "h5"]
+        claims = await stack.scheduler.claims()
+        assert sorted(c.instance_uuid for c in claims.claims) == sorted(uuids)
+        assert {c.instance_uuid: c.host for c in claims.claims} == dict(
+            zip(uuids, chosen, strict=True)
+        )
+
+
+async def test_a_request_that_cannot_fit_raises_nova_no_valid_host(tmp_path: Path) -> None:
+    async with nova_stack(tmp_path, [_report("h1", 2048), _report("h2", 2048)]) as stack:
+        uuid_ = _uuids(1)
+        (got,) = await stack.nova(
+            {"op": "select", "uuids": uuid_, "spec": {"memory_mb": 4096, "root_gb": 1}}
+        )
+        assert not got["ok"]
+        assert got["is_no_valid_host"], got  # nova.exception.NoValidHost, rebuilt by oslo
+        assert got["module"].startswith("nova.exception")
+        assert "No valid host was found." in got["message"]
+        assert "RamFilter removed 2" in got["message"]  # actorsched's explanation
+        assert (await stack.scheduler.claims()).claims == []
+
+
+async def test_update_aggregates_moves_hosts_into_a_zone_and_delete_takes_it_back(
+    tmp_path: Path,
+) -> None:
+    hosts = [_report("h1", 4096), _report("h2", 8192), _report("h3", 16384)]
+    async with nova_stack(tmp_path, hosts) as stack:
+        zone = {"memory_mb": 512, "root_gb": 1, "availability_zone": "az-x"}
+        before, _, placed, _, after = await stack.nova(
+            {"op": "select", "uuids": _uuids(1), "spec": zone},
+            {
+                "op": "update_aggregates",
+                "name": "rack-x",
+                "hosts": ["h1"],
+                "metadata": {"availability_zone": "az-x"},
+            },
+            {"op": "select", "uuids": _uuids(1), "spec": zone},
+            {"op": "delete_aggregate", "name": "rack-x", "hosts": ["h1"]},
+            {"op": "select", "uuids": _uuids(1), "spec": zone},
+        )
+        assert not before["ok"]
+        assert before["is_no_valid_host"]
+        assert placed["ok"], placed
+        (selection,) = placed["result"][0][:1]
+        assert selection["service_host"] == "h1"  # the smallest host: the only one in az-x
+        assert selection["availability_zone"] == "az-x"
+        assert not after["ok"]
+        assert after["is_no_valid_host"]
+        assert await stack.scheduler.aggregates() == []
+
+
+async def test_return_objects_false_answers_nova_legacy_host_dicts(tmp_path: Path) -> None:
+    async with nova_stack(tmp_path, [_report("h1", 4096), _report("h2", 8192)]) as stack:
+        (got,) = await stack.nova(
+            {
+                "op": "select",
+                "uuids": _uuids(1),
+                "spec": {"memory_mb": 512},
+                "return_objects": False,
+            }
+        )
+        assert got == {
+            "ok": True,
+            "result": [{"host": "h2", "nodename": "h2", "limits": {}}],
+            "seconds": got["seconds"],
+        }
+
+
+async def test_an_unknown_request_spec_version_fails_and_the_service_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with nova_stack(tmp_path, [_report("h1", 4096)]) as stack:
+        spec = {
+            "nova_object.name": "RequestSpec",
+            "nova_object.namespace": "nova",
+            "nova_object.version": "2.0",
+            "nova_object.data": {},
+        }
+        bad, good = await stack.nova(
+            {
+                "op": "raw_call",
+                "method": "select_destinations",
+                "args": {"spec_obj": spec, "instance_uuids": _uuids(1)},
+            },
+            {"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 512}},
+        )
+        assert not bad["ok"]
+        assert bad["class"].startswith("ValueError")
+        assert "RequestSpec version '2.0' is not supported" in bad["message"]
+        assert good["ok"]
+        assert good["result"][0][0]["service_host"] == "h1"
+        assert stack.endpoint.counts[("select_destinations", "bad_input")] == 1
+
+
+async def test_a_malformed_envelope_is_answered_dead_lettered_and_the_service_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with nova_stack(tmp_path, [_report("h1", 4096)]) as stack:
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+            reply = await channel.declare_queue(exclusive=True)
+            exchange = await channel.get_exchange(stack.exchange)
+            msg_id = uuid.uuid4().hex
+            inner = {"method": 17, "_msg_id": msg_id, "_reply_q": reply.name}
+            body = json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)})
+            await exchange.publish(aio_pika.Message(body.encode()), routing_key=stack.topic)
+            await exchange.publish(aio_pika.Message(b"\xff not json"), routing_key=stack.topic)
+            message = await _one(reply)
+            answer = json.loads(json.loads(message.body)["oslo.message"])
+            assert answer["_msg_id"] == msg_id
+            assert answer["ending"] is True
+            failure = json.loads(answer["failure"])
+            assert failure["class"] == "ValueError"
+            assert "method must be a name" in failure["message"]
+            dead = await channel.get_queue(stack.endpoint.dead_queue)
+            reasons = [(await _one(dead)).headers["x-actorsched-reason"] for _ in range(2)]
+            assert sorted(reasons) == ["method", "not_json"]
+        (good,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 512}})
+        assert good["ok"]
+        assert stack.endpoint.counts[("unknown", "bad_input")] == 2
+
+
+async def test_a_redelivered_call_is_answered_alike_with_one_claim(tmp_path: Path) -> None:
+    hosts = [_report(f"h{i}", 8192) for i in range(1, 9)]
+    async with nova_stack(tmp_path, hosts) as stack:
+        instance = str(uuid.uuid4())
+        step = {"op": "select", "uuids": [instance], "spec": {"memory_mb": 1024}}
+        first, second = await stack.nova(step, step)
+        assert first["ok"]
+        assert second["ok"]
+        assert first["result"] == second["result"]
+        claims = (await stack.scheduler.claims()).claims
+        assert [c.instance_uuid for c in claims] == [instance]
+
+
+def test_a_heartbeat_is_what_oslo_reads_as_one() -> None:
+    # the wire of one heartbeat, as oslo's ReplyWaiter reads it: no result, not ending
+    body = wire.encode_heartbeat("m1")
+    inner = json.loads(json.loads(body)["oslo.message"])
+    assert inner["ending"] is False
+    assert inner["result"] is None
+    assert inner["failure"] is None
+    assert inner["_msg_id"] == "m1"
+    assert inner["_unique_id"]
+
+
+async def _one(queue: aio_pika.abc.AbstractQueue) -> aio_pika.abc.AbstractIncomingMessage:
+    for _ in range(200):
+        message = await queue.get(no_ack=True, fail=False)
+        if message is not None:
+            return message
+        await asyncio.sleep(0.05)
+    raise AssertionError("no reply")
