@@ -255,8 +255,10 @@ def read(path: str) -> NovaConfig:
     for (group, option), default in DEFAULTS.items():
         if parser.has_option(group, option):
             kind = _NONE_KINDS.get((group, option), default if default is not None else "")
-            values[(group, option)] = _as(kind, parser.get(group, option), f"[{group}] {option}")
-            given.add((group, option))
+            parsed = _as(kind, parser.get(group, option), f"[{group}] {option}")
+            if parsed is not None or default is None:  # empty: Nova's default stands
+                values[(group, option)] = parsed
+                given.add((group, option))
     warnings: list[str] = []
     for old, new in _NOVA18_NAMES.items():
         if parser.has_option(*old) and new not in given:

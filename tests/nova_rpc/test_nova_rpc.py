@@ -4,7 +4,7 @@ Each test runs an owner with its native service and its Nova endpoint on the
 machine's broker, under names of its own (a control exchange, a topic and a
 queue per test, deleted afterwards), and drives
 ``nova.scheduler.rpcapi.SchedulerAPI`` in a child process of Nova's venv
-(``tests/nova/nova_client.py``). The venv is made by ``make nova-venv``
+(``tests/nova_rpc/nova_client.py``). The venv is made by ``make nova-venv``
 (``make test`` makes it); without it these tests skip and say so.
 """
 
@@ -290,7 +290,7 @@ async def test_a_malformed_envelope_is_answered_dead_lettered_and_the_service_go
             assert failure["class"] == "ValueError"
             assert "method must be a name" in failure["message"]
             dead = await channel.get_queue(stack.endpoint.dead_queue)
-            reasons = [(await _one(dead)).headers["x-actorsched-reason"] for _ in range(2)]
+            reasons = [str((await _one(dead)).headers["x-actorsched-reason"]) for _ in range(2)]
             assert sorted(reasons) == ["method", "not_json"]
         (good,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 512}})
         assert good["ok"]

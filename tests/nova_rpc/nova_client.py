@@ -1,6 +1,6 @@
 """Nova's own scheduler client, driven from Nova 34's venv (never imported by actorsched).
 
-Run as ``.venv-nova/bin/python tests/nova/nova_client.py CONF SCRIPT.json [TOPIC]``: it
+Run as ``.venv-nova/bin/python tests/nova_rpc/nova_client.py CONF SCRIPT.json [TOPIC]``: it
 configures Nova's CONF from the nova.conf at CONF, then runs each step of the
 script through ``nova.scheduler.rpcapi.SchedulerAPI`` over the real broker and
 prints one JSON line per step: what Nova's client returned, or the exception
@@ -84,7 +84,7 @@ def _spec(ctxt: Any, data: dict[str, Any], uuids: list[str]) -> Any:
         project_id=data.get("project_id", "project-a"),
         user_id="user-a",
         scheduler_hints=data.get("scheduler_hints", {}),
-        is_bfv=False,
+        is_bfv=data.get("is_bfv", False),
     )
 
 

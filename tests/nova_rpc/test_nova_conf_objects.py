@@ -1,0 +1,262 @@
+"""nova.conf and Nova's objects read as Nova 34 reads and writes them, with Nova's own
+code as the oracle (``tests/nova_rpc/nova_oracle.py`` in Nova's venv)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actorsched import cli
+from actorsched.nova import objects
+from actorsched.nova.conf import DEFAULTS, NovaConfigError, read
+
+ROOT = Path(__file__).resolve().parents[2]
+NOVA_PYTHON = Path(os.environ.get("ACTORSCHED_NOVA_PYTHON", ROOT / ".venv-nova" / "bin" / "python"))
+ORACLE = Path(__file__).with_name("nova_oracle.py")
+
+needs_nova = pytest.mark.skipif(
+    not NOVA_PYTHON.exists(),
+    reason=f"Nova 34's venv is missing ({NOVA_PYTHON}): `make nova-venv` makes it",
+)
+
+
+def _oracle(*args: str) -> Any:
+    done = subprocess.run(
+        [str(NOVA_PYTHON), str(ORACLE), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _nova_values(conf: Path, tmp_path: Path) -> dict[str, Any]:
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps([list(key) for key in DEFAULTS]))
+    values: dict[str, Any] = _oracle("conf", str(conf), str(options))
+    return values
+
+
+@needs_nova
+def test_the_defaults_are_nova_34s_own(tmp_path: Path) -> None:
+    nova = _nova_values(tmp_path / "absent.conf", tmp_path)
+    for (group, option), ours in DEFAULTS.items():
+        theirs = nova[f"{group}.{option}"]
+        if (group, option) == ("DEFAULT", "host"):
+            assert ours is None  # socket.gethostname() at read time, as Nova's default
+            continue
+        if (group, option) == ("DEFAULT", "transport_url"):
+            assert theirs in (None, "rabbit://")  # both: the local broker as guest
+            continue
+        assert ours == theirs, f"[{group}] {option}: ours {ours!r}, Nova 34's {theirs!r}"
+
+
+SYNTAX = """\
+# a comment line
+[DEFAULT]
+host = sched-1
+cpu_allocation_ratio = 2.5
+reserved_host_memory_mb = 1024
+control_exchange = "quoted"
+[filter_scheduler]
+; another comment
+enabled_filters = ComputeFilter , ServerGroupAffinityFilter,
+    NumInstancesFilter
+host_subset_size = 3
+host_subset_size = 4
+shuffle_best_same_weighed_hosts = yes
+ram_weight_multiplier = -1.5
+io_ops_weight_multiplier =
+[scheduler]
+max_attempts = 5
+"""
+
+
+@needs_nova
+def test_a_nova_conf_is_read_as_oslo_config_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "nova.conf"
+    path.write_text(SYNTAX)
+    nova = _nova_values(path, tmp_path)
+    ours = read(str(path)).values
+    for key in DEFAULTS:
+        name = f"{key[0]}.{key[1]}"
+        if key == ("filter_scheduler", "io_ops_weight_multiplier"):
+            assert nova[name] is None  # oslo: an empty number is None; Nova's default stands
+            assert ours[key] == -1.0
+            continue
+        if key in (("DEFAULT", "transport_url"),):
+            continue
+        assert ours[key] == nova[name], f"{name}: ours {ours[key]!r}, oslo.config's {nova[name]!r}"
+
+
+def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) -> None:
+    path = tmp_path / "nova.conf"
+    path.write_text(
+        "[DEFAULT]\ntransport_url = rabbit://u:p@broker1:5672,u:p@broker2:5672/cell1\n"
+        "[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,JsonFilter,"
+        "ServerGroupAffinityFilter\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n"
+        "[scheduler]\nlimit_tenants_to_placement_aggregate = true\n"
+    )
+    conf = read(str(path))
+    assert conf.amqp_url == "amqp://u:p@broker1:5672/cell1"
+    assert conf.control_exchange == "nova"
+    filters, source = conf.scheduler["enabled_filters"]
+    assert source == "[filter_scheduler] enabled_filters"
+    assert filters[:6] == [
+        "RamFilter",
+        "CoreFilter",
+        "DiskFilter",
+        "RequiredTraitsFilter",
+        "ForbiddenTraitsFilter",
+        "AvailabilityZoneFilter",
+    ]
+    assert filters[6:] == ["ComputeFilter", "ServerGroupAffinityFilter"]
+    # a weigher left out of weight_classes weighs nothing
+    assert conf.scheduler["ram_weight_multiplier"] == (
+        1.0,
+        "[filter_scheduler] ram_weight_multiplier",
+    )
+    assert conf.scheduler["cpu_weight_multiplier"] == (0.0, "[filter_scheduler] weight_classes")
+    assert conf.scheduler["cpu_allocation_ratio"] == (4.0, "[DEFAULT] initial_cpu_allocation_ratio")
+    text = "\n".join(conf.warnings)
+    assert "filter RamFilter was removed from Nova" in text
+    assert "['JsonFilter'] are not built" in text
+    assert "limit_tenants_to_placement_aggregate is on but not built" in text
+
+
+def test_a_bad_nova_conf_value_is_one_line_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "nova.conf"
+    path.write_text("[filter_scheduler]\nhost_subset_size = many\n")
+    with pytest.raises(NovaConfigError, match=r"\[filter_scheduler\] host_subset_size='many'"):
+        read(str(path))
+    with pytest.raises(NovaConfigError, match="No such file"):
+        read(str(tmp_path / "missing.conf"))
+
+
+def test_actorsched_config_shows_the_nova_file_as_the_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "nova.conf"
+    path.write_text("[filter_scheduler]\nhost_subset_size = 3\n")
+    monkeypatch.setenv("ACTORSCHED_NOVA_CONFIG", str(path))
+    assert cli.main(["config", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["nova.config"] == {"value": str(path), "source": "$ACTORSCHED_NOVA_CONFIG"}
+    assert shown["scheduler.host_subset_size"] == {
+        "value": 3,
+        "source": f"nova.conf {path} [filter_scheduler] host_subset_size",
+    }
+    assert shown["scheduler.max_attempts"]["source"] == f"nova.conf {path} [scheduler] max_attempts"
+    # an actorsched setting still wins over the Nova file
+    monkeypatch.setenv("ACTORSCHED_HOST_SUBSET_SIZE", "2")
+    assert cli.main(["config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["scheduler.host_subset_size"]["value"] == 2
+
+
+@needs_nova
+def test_a_request_spec_from_nova_becomes_the_request_nova_would_place(tmp_path: Path) -> None:
+    group = str(uuid.uuid4())
+    specs = [
+        {
+            "uuids": ["a", "b"],
+            "memory_mb": 2048,
+            "vcpus": 2,
+            "root_gb": 20,
+            "ephemeral_gb": 5,
+            "swap": 1536,  # 1.5 GB: Nova rounds swap up to whole GB
+            "extra_specs": {"trait:HW_CPU_X86_AVX2": "required", "trait:CUSTOM_X": "forbidden"},
+            "image_properties": {"trait:CUSTOM_IMG": "required"},  # Nova's image traits
+            "availability_zone": "az1",
+            "group_policy": "anti-affinity",
+            "group_uuid": group,
+            "group_rules": {"max_server_per_host": "2"},
+            "group_hosts": ["h9", "h9"],
+            "ignore_hosts": ["H3"],
+            "force_hosts": ["h1"],
+            "scheduler_hints": {"same_host": ["i-1"], "different_host": ["i-2"]},
+            "destination_host": "h1",
+            "project_id": "p1",
+            "name": "m1.big",
+        },
+        {"uuids": ["c"], "memory_mb": 512, "root_gb": 40, "is_bfv": True},
+        {
+            "uuids": ["d"],
+            "memory_mb": 512,
+            "extra_specs": {"resources:VCPU": "6", "resources:MEMORY_MB": "100"},
+        },
+    ]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    first, bfv, overridden = _oracle("spec", str(path))
+    got = objects.request_from_primitive(first, ["a", "b"])
+    spec = got.spec
+    assert (spec.memory_mb, spec.vcpus, spec.disk_gb) == (2048, 2, 20 + 5 + 2)
+    assert spec.required_traits == ["CUSTOM_IMG", "HW_CPU_X86_AVX2"]
+    assert spec.forbidden_traits == ["CUSTOM_X"]
+    assert spec.availability_zone == "az1"
+    assert spec.group is not None
+    assert (spec.group.id, spec.group.policy, spec.group.max_server_per_host) == (
+        group,
+        "anti-affinity",
+        2,
+    )
+    assert spec.group.hosts == ["h9"]
+    assert got.group_hosts == ("h9", "h9")
+    assert spec.ignore_hosts == ["H3"]
+    assert spec.force_hosts == ["h1"]
+    assert (spec.same_host, spec.different_host) == (["i-1"], ["i-2"])
+    assert spec.requested_destination is not None
+    assert spec.requested_destination.host == "h1"
+    assert (spec.project_id, spec.flavor_name) == ("p1", "m1.big")
+    assert spec.instance_uuids == ["a", "b"]
+    assert not got.is_rebuild
+    # a volume-backed instance takes no root disk on the host
+    assert objects.request_from_primitive(bfv, None).spec.disk_gb == 0
+    assert objects.request_from_primitive(bfv, None).spec.instance_uuids == ["c"]
+    resized = objects.request_from_primitive(overridden, ["d"]).spec
+    assert (resized.vcpus, resized.memory_mb) == (6, 100)
+
+
+@needs_nova
+def test_what_actorsched_cannot_honour_yet_is_refused_by_name(tmp_path: Path) -> None:
+    specs = [
+        {"extra_specs": {"hw:cpu_policy": "dedicated"}},
+        {"extra_specs": {"resources:CUSTOM_GPU": "1"}},
+        {"extra_specs": {"capabilities:cpu_info:vendor": "Intel"}},
+        {"image_properties": {"hw_architecture": "aarch64"}},
+    ]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    cpu, gpu, capability, arch = _oracle("spec", str(path))
+    defaults = ("ComputeCapabilitiesFilter", "ImagePropertiesFilter")
+    with pytest.raises(objects.Unsupported, match="hw:cpu_policy=dedicated"):
+        objects.request_from_primitive(cpu, None, filters=defaults)
+    with pytest.raises(objects.Unsupported, match="resources:CUSTOM_GPU=1"):
+        objects.request_from_primitive(gpu, None, filters=defaults)
+    with pytest.raises(objects.Unsupported, match="ComputeCapabilitiesFilter is enabled"):
+        objects.request_from_primitive(capability, None, filters=defaults)
+    with pytest.raises(objects.Unsupported, match="hw_architecture"):
+        objects.request_from_primitive(arch, None, filters=defaults)
+    # without those filters enabled, Nova would not read them either
+    assert objects.request_from_primitive(capability, None, filters=()).spec.memory_mb == 512
+    assert objects.request_from_primitive(arch, None, filters=()).spec.memory_mb == 512
+
+
+def test_an_object_of_another_major_version_is_refused_by_name() -> None:
+    primitive = {
+        "nova_object.name": "RequestSpec",
+        "nova_object.version": "2.0",
+        "nova_object.data": {},
+    }
+    with pytest.raises(objects.UnsupportedObject, match=r"RequestSpec version '2\.0'"):
+        objects.request_from_primitive(primitive, ["x"])
+    with pytest.raises(objects.UnsupportedObject, match="is a 'Flavor', not a 'RequestSpec'"):
+        objects.request_from_primitive({**primitive, "nova_object.name": "Flavor"}, ["x"])
