@@ -18,10 +18,12 @@ from actorsched.nova.conf import DEFAULTS, NovaConfigError, read
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = Path(os.environ.get("ACTORSCHED_NOVA_PYTHON", ROOT / ".venv-nova" / "bin" / "python"))
+# `make nova-venv` writes this once Nova is installed (a venv left half-made has none)
+NOVA_READY = NOVA_PYTHON.parent.parent / ".installed"
 ORACLE = Path(__file__).with_name("nova_oracle.py")
 
 needs_nova = pytest.mark.skipif(
-    not NOVA_PYTHON.exists(),
+    not NOVA_READY.exists(),
     reason=f"Nova 34's venv is missing ({NOVA_PYTHON}): `make nova-venv` makes it",
 )
 

@@ -34,11 +34,13 @@ pytestmark = pytest.mark.amqp
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = Path(os.environ.get("ACTORSCHED_NOVA_PYTHON", ROOT / ".venv-nova" / "bin" / "python"))
+# `make nova-venv` writes this once Nova is installed (a venv left half-made has none)
+NOVA_READY = NOVA_PYTHON.parent.parent / ".installed"
 CLIENT = Path(__file__).with_name("nova_client.py")
 AMQP_URL = os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 CELL = "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11"
 
-if not NOVA_PYTHON.exists():
+if not NOVA_READY.exists():
     pytest.skip(
         f"Nova 34's venv is missing ({NOVA_PYTHON}): `make nova-venv` makes it "
         "(pip install nova==34.0.0); it could not be made here",
