@@ -77,6 +77,7 @@ def _nova_endpoint(
         cell_uuid=settings.nova.cell_uuid,
         max_body_bytes=settings.service.max_body_bytes,
         prefetch=min(settings.nova.nova_prefetch, scheduler.config.mailbox_size),
+        topic=settings.nova.topic,
     )
     pending: set[asyncio.Task[None]] = set()
 

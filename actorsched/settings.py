@@ -195,6 +195,9 @@ class NovaSettings(BaseModel):
     cell_uuid: Annotated[str, AfterValidator(_uuid)] = "00000000-0000-0000-0000-000000000001"
     # Nova messages in flight at most (at most mailbox_size)
     nova_prefetch: int = Field(64, ge=1, le=65_535)
+    # Nova's scheduler topic (queues scheduler and scheduler.<host>); another only to
+    # run beside a nova-scheduler on one vhost, as the tests do (queue names are global)
+    topic: Name = "scheduler"
 
 
 _MODELS: dict[str, type[BaseModel]] = {

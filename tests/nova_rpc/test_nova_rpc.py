@@ -330,3 +330,84 @@ async def _one(queue: aio_pika.abc.AbstractQueue) -> aio_pika.abc.AbstractIncomi
             return message
         await asyncio.sleep(0.05)
     raise AssertionError("no reply")
+
+
+async def _drain(stream: asyncio.StreamReader | None, into: list[str]) -> None:
+    while stream is not None and (line := await stream.readline()):
+        into.append(line.decode())
+
+
+async def test_kill_9_of_serve_while_nova_waits_answers_after_the_restart_with_one_claim(
+    tmp_path: Path,
+) -> None:
+    """serve --nova-config is stopped (SIGSTOP) with a Nova call delivered to it and not
+    answered, killed with -9, and started again on its journal: Nova's client, still
+    waiting, gets its Selection, and the instance holds one claim."""
+    import signal
+
+    from conftest import start_serve
+
+    from actorsched.amqp import SchedulerClient
+
+    tag = uuid.uuid4().hex[:10]
+    exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
+    conf = nova_conf(tmp_path / "nova.conf", exchange, host)
+    journal = tmp_path / "journal.sqlite"
+    env = {"ACTORSCHED_NOVA_TOPIC": topic}
+    args = ("--nova-config", str(conf))
+    serve = await start_serve(AMQP_URL, queue, journal, *args, env=env)
+    logs: list[str] = []
+    drain = asyncio.create_task(_drain(serve.stderr, logs))
+    stack = NovaStack(
+        scheduler=None,  # type: ignore[arg-type]  # the owner is the serve process
+        endpoint=None,  # type: ignore[arg-type]
+        conf_path=conf,
+        topic=topic,
+        exchange=exchange,
+    )
+    restarted: asyncio.subprocess.Process | None = None
+    try:
+        async with SchedulerClient(AMQP_URL, queue=queue, timeout=20) as client:
+            for i in range(1, 4):
+                assert await client.update_host(_report(f"h{i}", 8192 * i))
+            (warm,) = await stack.nova(
+                {"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 256}}
+            )
+            assert warm["ok"], warm  # the endpoint answers before the fault
+            serve.send_signal(signal.SIGSTOP)
+            instance = str(uuid.uuid4())
+            waiting = asyncio.create_task(
+                stack.nova(
+                    {"op": "select", "uuids": [instance], "spec": {"memory_mb": 1024}},
+                    within=120,
+                )
+            )
+            await asyncio.sleep(8)  # Nova's client starts and its call reaches the queue
+            assert not waiting.done()
+            serve.kill()
+            await serve.wait()
+            drain.cancel()
+            restarted = await start_serve(AMQP_URL, queue, journal, *args, env=env)
+            restart_logs: list[str] = []
+            restart_drain = asyncio.create_task(_drain(restarted.stderr, restart_logs))
+            (answered,) = await asyncio.wait_for(waiting, timeout=120)
+            assert answered["ok"], (answered, "".join(restart_logs)[-2000:])
+            chosen = answered["result"][0][0]["service_host"]
+            claims = [c for c in await client.claims() if c.instance_uuid == instance]
+            assert [c.host for c in claims] == [chosen]  # one claim, where Nova was told
+            (again,) = await stack.nova(
+                {"op": "select", "uuids": [instance], "spec": {"memory_mb": 1024}}
+            )
+            assert again["result"][0][0]["service_host"] == chosen
+            assert len([c for c in await client.claims() if c.instance_uuid == instance]) == 1
+            restart_drain.cancel()
+    finally:
+        for process in (serve, restarted):
+            if process is not None and process.returncode is None:
+                process.kill()
+                await process.wait()
+        dead = dead_letter_names(queue)
+        await _delete(
+            [queue, dead[1], topic, f"{topic}.{host}", f"actorsched.nova.dead.{topic}"],
+            [exchange, f"{topic}_fanout", dead[0]],
+        )
