@@ -63,7 +63,7 @@ _PROBE_INTERVAL = 2.0
 
 
 def _nova_endpoint(
-    settings: Settings, scheduler: Scheduler, service: SchedulerService
+    settings: Settings, scheduler: Scheduler, service: SchedulerService, metrics: ServiceMetrics
 ) -> NovaEndpoint | None:
     """The Nova endpoint of a ``--nova-config`` serve, following the service's terms."""
     conf = settings.nova_conf
@@ -78,6 +78,7 @@ def _nova_endpoint(
         max_body_bytes=settings.service.max_body_bytes,
         prefetch=min(settings.nova.nova_prefetch, scheduler.config.mailbox_size),
         topic=settings.nova.topic,
+        metrics=metrics,
     )
     pending: set[asyncio.Task[None]] = set()
 
@@ -164,7 +165,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             drain_timeout=options.drain_timeout,
             probe_interval=_PROBE_INTERVAL if settings.nova_conf is not None else None,
         )
-        nova = _nova_endpoint(settings, scheduler, service)
+        nova = _nova_endpoint(settings, scheduler, service, metrics)
         try:
             if options.metrics_port is not None:
                 endpoint = MetricsServer(

@@ -62,6 +62,21 @@ class ServiceMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        # Nova's scheduler RPC API (serve --nova-config): methods outside Nova's API
+        # are counted as "unknown", so the label's vocabulary is bounded
+        self.nova_requests = Counter(
+            "actorsched_nova_requests",
+            "Nova RPC calls and casts handled, by method and outcome",
+            ["method", "outcome"],
+            registry=self.registry,
+        )
+        self.nova_latency = Histogram(
+            "actorsched_nova_request_duration_seconds",
+            "Time from a Nova message's delivery to its answer (or, for a cast, its ack)",
+            ["method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.batch_items = Histogram(
             "actorsched_batch_items",
             "Operations per batch message (each is also counted in actorsched_requests_total)",

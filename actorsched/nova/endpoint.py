@@ -45,6 +45,7 @@ from aio_pika.abc import (
 )
 from pydantic import ValidationError
 
+from ..amqp.metrics import ServiceMetrics
 from ..errors import InvalidRequest, NoValidHost, SchedulerStopped
 from ..journal import JournalError
 from ..models import HostState, Selection
@@ -118,6 +119,7 @@ class NovaEndpoint:
         ack_timeout: float = 5.0,
         reconnect_interval: float = 1.0,
         topic: str = TOPIC,
+        metrics: ServiceMetrics | None = None,
     ) -> None:
         if not 1 <= prefetch <= scheduler.config.mailbox_size:
             raise ValueError(
@@ -148,6 +150,7 @@ class NovaEndpoint:
         self.fanout_queue = f"{topic}_fanout_{uuid.uuid4().hex}"
         self.dead_queue = DEAD_QUEUE if topic == TOPIC else f"{DEAD_QUEUE}.{topic}"
         self.counts: dict[tuple[str, str], int] = {}  # (method, outcome) -> messages
+        self.metrics = metrics
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -235,11 +238,17 @@ class NovaEndpoint:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _count(self, method: str, outcome: str) -> None:
+    def _count(self, method: str, outcome: str, started: float | None = None) -> None:
+        method = method if method in self._METHODS else "unknown"  # a bounded vocabulary
         key = (method, outcome)
         self.counts[key] = self.counts.get(key, 0) + 1
+        if self.metrics is not None:
+            self.metrics.nova_requests.labels(method, outcome).inc()
+            if started is not None:
+                self.metrics.nova_latency.labels(method).observe(time.perf_counter() - started)
 
     async def _handle(self, message: AbstractIncomingMessage) -> None:
+        started = time.perf_counter()
         try:
             call = wire.decode(message.body, max_body_bytes=self.max_body_bytes)
         except wire.BadEnvelope as bad:
@@ -276,7 +285,6 @@ class NovaEndpoint:
         finally:
             if heartbeat is not None:
                 heartbeat.cancel()
-        self._count(call.method, outcome)
         if call.msg_id is not None and call.reply_q is not None:
             body = (
                 wire.encode_reply(call.msg_id, result)
@@ -284,9 +292,11 @@ class NovaEndpoint:
                 else wire.encode_failure(call.msg_id, failure)
             )
             if not await self._publish(call.reply_q, body):
+                self._count(call.method, "unacked")
                 await self._nack(message)
                 return
         await self._ack(message)
+        self._count(call.method, outcome, started)
 
     async def _nack(self, message: AbstractIncomingMessage) -> None:
         with contextlib.suppress(*_CHANNEL_ERRORS):

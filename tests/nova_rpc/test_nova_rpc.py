@@ -25,6 +25,7 @@ import pytest
 
 from actorsched import HostReport, Scheduler, SchedulerConfig
 from actorsched.amqp import SchedulerService
+from actorsched.amqp.metrics import ServiceMetrics
 from actorsched.amqp.service import dead_letter_names
 from actorsched.nova import wire
 from actorsched.nova.conf import read
@@ -119,8 +120,13 @@ async def nova_stack(tmp_path: Path, hosts: list[HostReport]) -> AsyncIterator[N
     conf = read(str(nova_conf(tmp_path / "nova.conf", exchange, host)))
     config = SchedulerConfig(seed=3, **{name: value for name, (value, _) in conf.scheduler.items()})
     scheduler = Scheduler(config)
-    endpoint = NovaEndpoint(scheduler, conf, cell_uuid=CELL, max_body_bytes=1 << 20, topic=topic)
-    service = SchedulerService(scheduler, AMQP_URL, queue=queue, probe_interval=0.2)
+    metrics = ServiceMetrics(scheduler)
+    endpoint = NovaEndpoint(
+        scheduler, conf, cell_uuid=CELL, max_body_bytes=1 << 20, topic=topic, metrics=metrics
+    )
+    service = SchedulerService(
+        scheduler, AMQP_URL, queue=queue, probe_interval=0.2, metrics=metrics
+    )
     terms: list[asyncio.Task[None]] = []
     service.term_listeners.append(
         lambda active: terms.append(
@@ -297,6 +303,15 @@ async def test_a_malformed_envelope_is_answered_dead_lettered_and_the_service_go
         (good,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 512}})
         assert good["ok"]
         assert stack.endpoint.counts[("unknown", "bad_input")] == 2
+        metrics = stack.endpoint.metrics
+        assert metrics is not None
+        sample = metrics.registry.get_sample_value
+        labels = {"method": "unknown", "outcome": "bad_input"}
+        assert sample("actorsched_nova_requests_total", labels) == 2
+        ok = {"method": "select_destinations", "outcome": "ok"}
+        assert sample("actorsched_nova_requests_total", ok) == 1
+        count = "actorsched_nova_request_duration_seconds_count"
+        assert sample(count, {"method": "select_destinations"}) == 1
 
 
 async def test_a_redelivered_call_is_answered_alike_with_one_claim(tmp_path: Path) -> None:
