@@ -1,0 +1,826 @@
+"""Nova 34's own filters and weighers over seeded random clusters (never imports actorsched).
+
+The generator half is plain Python, imported by ``test_differential.py`` in
+actorsched's venv as well: :func:`generate` makes one case (hosts of random
+sizes and usage, host aggregates with availability zones, allocation ratios
+and metadata, server groups with members on hosts, traits, a flavor with
+extra specs, one request) from a seed, and :func:`tags` names the known
+differences a case can hit. The Nova half runs in Nova's venv::
+
+    .venv-nova/bin/python tests/nova_rpc/nova_differential.py CASES.json
+
+prints one JSON list, one answer per case: for each instance of the request,
+the hosts Nova's ``HostFilterHandler`` passed, as Nova's ``HostWeightHandler``
+weighed them (host and weight, best first), and the host the claim took.
+What runs is Nova's own code: ``HostState`` refreshed from ``ComputeNode``
+records (``HostState.update``), ``HostManager.get_filtered_hosts`` over the
+configuration's ``enabled_filters`` and ``get_weighed_hosts`` over all of
+Nova's weighers, ``SchedulerManager._consume_selected_host`` after each claim,
+as ``SchedulerManager._schedule`` walks a multi-instance request.
+
+Placement's part (RAM, vCPU and disk with each provider's own allocation
+ratio and ``max_unit``, a class asked 0 of not asked at all; required and
+forbidden traits; the ``map_az_to_placement_aggregate`` request filter;
+``compute_status_filter``'s disabled hosts; the claim of each instance) is
+done by a plain Python stand-in, :func:`placement_fits` and
+:func:`placement_candidates`, as ``benchmarks/nova_real.py`` does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import random
+import sys
+import uuid
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "CONFIGS",
+    "IN_PROGRESS_TAGS",
+    "KNOWN_TAGS",
+    "generate",
+    "nova_conf_text",
+    "placement_candidates",
+    "placement_fits",
+    "ratio",
+    "run_nova",
+    "tags",
+]
+
+Case = dict[str, Any]
+
+# Nova 34.0.0's [filter_scheduler] enabled_filters default (nova/conf/scheduler.py:323)
+NOVA_DEFAULT_FILTERS = (
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+)
+_AGGREGATE_FILTERS = (
+    "AggregateInstanceExtraSpecsFilter",
+    "AggregateMultiTenancyIsolation",
+    "AggregateTypeAffinityFilter",
+)
+_LIMIT_FILTERS = ("NumInstancesFilter", "IoOpsFilter")
+
+# Each configuration: Nova's enabled_filters and the [filter_scheduler] options
+# it sets (the rest are Nova 34's defaults; weight_classes is all_weighers).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "default": {"filters": list(NOVA_DEFAULT_FILTERS), "options": {}},
+    "aggregates": {"filters": [*NOVA_DEFAULT_FILTERS, *_AGGREGATE_FILTERS], "options": {}},
+    "limits": {
+        "filters": [*NOVA_DEFAULT_FILTERS, *_LIMIT_FILTERS],
+        "options": {"max_instances_per_host": 6, "max_io_ops_per_host": 3},
+    },
+    "everything": {
+        "filters": [
+            *NOVA_DEFAULT_FILTERS,
+            *_AGGREGATE_FILTERS,
+            *_LIMIT_FILTERS,
+            "SameHostFilter",
+            "DifferentHostFilter",
+        ],
+        "options": {"max_instances_per_host": 7, "max_io_ops_per_host": 4},
+    },
+    "multipliers": {
+        "filters": [*NOVA_DEFAULT_FILTERS, "AggregateInstanceExtraSpecsFilter"],
+        "options": {
+            "ram_weight_multiplier": 2.5,
+            "cpu_weight_multiplier": 0.5,
+            "disk_weight_multiplier": 3.0,
+            "io_ops_weight_multiplier": -4.0,
+            "num_instances_weight_multiplier": 1.5,
+            "soft_affinity_weight_multiplier": 2.0,
+            "soft_anti_affinity_weight_multiplier": 0.5,
+        },
+    },
+    "negative": {
+        "filters": [*NOVA_DEFAULT_FILTERS, *_LIMIT_FILTERS, "AggregateMultiTenancyIsolation"],
+        "options": {
+            "ram_weight_multiplier": -1.0,
+            "cpu_weight_multiplier": -2.0,
+            "disk_weight_multiplier": -0.5,
+            "io_ops_weight_multiplier": 2.0,
+            "num_instances_weight_multiplier": -1.0,
+            "max_instances_per_host": 9,
+            "max_io_ops_per_host": 5,
+        },
+    },
+    "ram_only": {
+        "filters": [*NOVA_DEFAULT_FILTERS, "AggregateTypeAffinityFilter"],
+        "options": {
+            "cpu_weight_multiplier": 0.0,
+            "disk_weight_multiplier": 0.0,
+            "io_ops_weight_multiplier": 0.0,
+        },
+    },
+}
+CONFIG_NAMES = tuple(CONFIGS)
+
+# The ratio a compute node reports when nova.conf sets none ([DEFAULT]
+# initial_*_allocation_ratio, nova/conf/compute.py:530-564), which is also
+# actorsched's configured ratio read from that nova.conf
+INITIAL_RATIOS = {"ram": 1.0, "cpu": 4.0, "disk": 1.0}
+
+# Known differences between actorsched and Nova 34 that a case may hit: each is a
+# flag of the generator; :func:`tags` names those a case hits, but for
+# several_instances_weigh_full_hosts, which only the comparison sees (it depends
+# on the hosts chosen). The asserted cases are generated with no flag on.
+KNOWN_TAGS: dict[str, str] = {
+    "negative_free": (
+        "a host's free RAM, free vCPUs (ratio applied) or free disk is below 0: Nova clamps "
+        "each raw weight to the weigher's minval 0 (nova/weights.py BaseWeigher.weigh_objects), "
+        "actorsched lowers the normalization's low end to it"
+    ),
+    "default_zone": (
+        "the request names the default zone 'nova': Nova 34's map_az_to_placement_aggregate "
+        "restricts it to the aggregates of that zone, or not at all when no aggregate has "
+        "it; actorsched passes the hosts in no zone as well as those of that zone"
+    ),
+    "tenant_key_prefix": (
+        "an aggregate has a filter_tenant_id<suffix> key: Nova's AggregateMultiTenancyIsolation "
+        "reads every key that starts with filter_tenant_id, actorsched only filter_tenant_id"
+    ),
+    "zero_disk_full_host": (
+        "the request asks 0 GB of disk and a host's disk is used past its capacity: Placement "
+        "does not look at a class the request does not ask for, actorsched refuses the host"
+    ),
+    "zero_vcpu_host": (
+        "a host reports 0 vCPUs: it has no VCPU inventory in Placement, so no request fits; "
+        "actorsched keeps Nova 18's CoreFilter rule that such a host takes any number"
+    ),
+    "extra_spec_not_a_number": (
+        "a numeric extra-spec operator meets an aggregate value that is not a number: Nova's "
+        "extra_specs_ops raises ValueError out of the filter, actorsched counts no match"
+    ),
+    "several_instances_weigh_full_hosts": (
+        "a later instance of a multi-create: Nova weighs Placement's candidates for one "
+        "instance (nova/scheduler/manager.py _schedule), hosts an earlier instance filled "
+        "too, and their figures move the normalization; actorsched weighs the hosts that fit"
+    ),
+    "aggregate_weight_multiplier": (
+        "an aggregate sets a *_weight_multiplier: Nova 34 weighs that host with it "
+        "(nova/scheduler/utils.py get_weight_multiplier); in progress in actorsched"
+    ),
+    "aggregate_allocation_ratio": (
+        "an aggregate sets a *_allocation_ratio (maybe '0'): Nova 34 has no Aggregate*Filter "
+        "and ignores it; in progress in actorsched"
+    ),
+}
+# known and being changed in actorsched by another engineer: reported, not asserted
+IN_PROGRESS_TAGS = frozenset({"aggregate_weight_multiplier", "aggregate_allocation_ratio"})
+
+_ZONES = ("az1", "az2", "az3")
+_TRAITS = ("HW_CPU_X86_AVX2", "HW_CPU_X86_AVX512F", "CUSTOM_SSD", "CUSTOM_GPU")
+_PROJECTS = ("p1", "p2", "p3")
+# name: (vcpus, memory_mb, root disk gb); "boot" boots from a volume (no local disk)
+_FLAVORS: dict[str, tuple[int, int, int]] = {
+    "m1.tiny": (1, 512, 1),
+    "m1.small": (1, 2048, 20),
+    "m1.medium": (2, 4096, 40),
+    "m1.large": (4, 8192, 80),
+    "m1.xlarge": (8, 16384, 160),
+    "boot.small": (2, 2048, 0),
+}
+# (memory_mb, vcpus, local_gb): small hosts, so that requests fill them
+_HOST_MODELS = (
+    (4096, 4, 100),
+    (8192, 8, 200),
+    (16384, 16, 400),
+    (32768, 32, 800),
+    (65536, 48, 1600),
+)
+# metadata key -> the values an aggregate may give it (AggregateInstanceExtraSpecsFilter)
+_SPEC_VALUES: dict[str, tuple[str, ...]] = {
+    "ssd": ("true", "false"),
+    "gpu": ("a100", "h100", "a100,h100"),
+    "cpu_model": ("icelake", "sapphire"),
+    "tier": ("1", "2", "3"),
+}
+# extra specs a flavor may carry: (key, requirement); unscoped keys that name no
+# HostState attribute or stat (ComputeCapabilitiesFilter passes them then)
+_EXTRA_SPECS: tuple[tuple[str, str], ...] = (
+    ("aggregate_instance_extra_specs:ssd", "true"),
+    ("ssd", "true"),
+    ("aggregate_instance_extra_specs:ssd", "s!= false"),
+    ("aggregate_instance_extra_specs:gpu", "<in> a100"),
+    ("aggregate_instance_extra_specs:gpu", "h100"),
+    ("aggregate_instance_extra_specs:gpu", "<all-in> a100 h100"),
+    ("aggregate_instance_extra_specs:cpu_model", "<or> icelake <or> sapphire"),
+    ("cpu_model", "s== icelake"),
+    ("aggregate_instance_extra_specs:tier", ">= 2"),
+    ("aggregate_instance_extra_specs:tier", "<= 1"),
+    ("aggregate_instance_extra_specs:tier", "== 3"),
+    ("tier", "= 2"),
+    ("hw:watchdog_action", "none"),  # another scope: neither filter reads it
+)
+_WEIGHT_MULTIPLIER_KEYS = (
+    "ram_weight_multiplier",
+    "cpu_weight_multiplier",
+    "disk_weight_multiplier",
+    "io_ops_weight_multiplier",
+)
+_RATIO_KEYS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
+_NUMERIC_OPS = ("=", "==", "!=", ">=", "<=")
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def ratio(host: Mapping[str, Any], kind: str) -> float:
+    """The allocation ratio of ``kind`` (ram, cpu, disk) the host's compute node has."""
+    value = host["ratios"][kind]
+    return float(INITIAL_RATIOS[kind] if value is None else value)
+
+
+# -- the generator (plain Python, both venvs) ----------------------------------
+
+
+def _host(rng: random.Random, name: str, hits: frozenset[str]) -> dict[str, Any]:
+    several = "several_instances_weigh_full_hosts" in hits
+    memory_mb, vcpus, local_gb = rng.choice(_HOST_MODELS)
+    if several:  # little RAM beside many vCPUs or much disk: a host fills by its RAM
+        memory_mb = rng.choice((4096, 8192))
+    if "zero_vcpu_host" in hits and rng.random() < 0.15:
+        vcpus = 0  # a node whose CPU count is not reported (Ironic-like)
+    reserved = rng.choice((0, 0, 512, 1024))
+    over = "negative_free" in hits
+    ratios: dict[str, float | None] = {
+        "ram": rng.choice((1.5, 1.5, 1.0) if over else (None, 1.0, 1.0, 1.5)),
+        "cpu": rng.choice((None, 1.0, 2.0, 4.0, 16.0)),
+        "disk": rng.choice((1.5, 1.5, 1.0) if over else (None, 1.0, 1.0, 1.5)),
+    }
+    host: dict[str, Any] = {"host": name, "ratios": ratios}
+    usable = memory_mb - reserved
+    # over-committed RAM and disk may be used past the host's own size
+    ram_cap = usable * ratio(host, "ram") if "negative_free" in hits else usable
+    disk_cap = local_gb * ratio(host, "disk") if "negative_free" in hits else local_gb
+    cpu_cap = vcpus * ratio(host, "cpu")
+    full = rng.random() < 0.15  # some hosts close to full
+    share = rng.choice((0.0, 0.25, 0.5, 0.75, 1.0)) if not full else 1.0
+    if several:  # each fills after an instance or two
+        share = rng.choice((0.25, 0.5, 0.75))
+    host.update(
+        memory_mb=memory_mb,
+        memory_mb_reserved=reserved,
+        memory_mb_used=int(ram_cap * share * rng.choice((1.0, 0.9, 0.6))) // 512 * 512,
+        vcpus=vcpus,
+        vcpus_used=int(cpu_cap * share * rng.choice((1.0, 0.5))),
+        local_gb=local_gb,
+        local_gb_used=int(disk_cap * share * rng.choice((1.0, 0.8, 0.3))),
+        traits=sorted(t for t in _TRAITS if rng.random() < 0.4),
+        enabled=rng.random() > 0.1,
+        num_io_ops=rng.choice((0, 0, 1, 2, 3, 4, 5)),
+        instances=[],
+    )
+    if "negative_free" in hits and rng.random() < 0.1:  # a ratio lowered under the usage
+        host["ratios"]["cpu"] = 1.0
+        host["vcpus_used"] = vcpus * 2
+    if "zero_disk_full_host" in hits and rng.random() < 0.3:  # likewise, its disk
+        host["ratios"]["disk"] = 1.0
+        host["local_gb_used"] = local_gb + 10
+    return host
+
+
+def _aggregates(
+    rng: random.Random, hosts: list[dict[str, Any]], hits: frozenset[str]
+) -> list[dict[str, Any]]:
+    names = [h["host"] for h in hosts]
+    zone_of: dict[str, str] = {}
+    out: list[dict[str, Any]] = []
+    for index in range(rng.choice((0, 1, 2, 2, 3, 4))):
+        members = [n for n in names if rng.random() < 0.45]
+        metadata: dict[str, str] = {}
+        if rng.random() < 0.4:
+            zone = rng.choice(_ZONES)
+            if "default_zone" in hits and rng.random() < 0.3:
+                zone = "nova"  # an aggregate may name the default zone as its own
+            members = [n for n in members if zone_of.get(n, zone) == zone]  # one zone a host
+            zone_of.update(dict.fromkeys(members, zone))
+            metadata["availability_zone"] = zone
+        for key, values in _SPEC_VALUES.items():
+            if rng.random() < 0.3:
+                metadata[key] = rng.choice(values)
+        if rng.random() < 0.25:
+            metadata["filter_tenant_id"] = ",".join(rng.sample(_PROJECTS, rng.randint(1, 2)))
+        if "tenant_key_prefix" in hits and rng.random() < 0.4:
+            metadata[rng.choice(("filter_tenant_id2", "filter_tenant_id_x"))] = rng.choice(
+                _PROJECTS
+            )
+        if rng.random() < 0.2:
+            metadata["instance_type"] = ",".join(rng.sample(sorted(_FLAVORS), rng.randint(1, 3)))
+        if "extra_spec_not_a_number" in hits and rng.random() < 0.4:
+            metadata["tier"] = "fast"  # not a number for the numeric operators
+        if "aggregate_weight_multiplier" in hits and rng.random() < 0.5:
+            metadata[rng.choice(_WEIGHT_MULTIPLIER_KEYS)] = rng.choice(("2.0", "-1.0", "0"))
+        if "aggregate_allocation_ratio" in hits and rng.random() < 0.5:
+            metadata[rng.choice(_RATIO_KEYS)] = rng.choice(("0", "0.5", "2.0"))
+        out.append({"name": f"agg{index}", "hosts": members, "metadata": metadata})
+    return out
+
+
+def _group(
+    rng: random.Random, hosts: list[dict[str, Any]], request_count: int
+) -> dict[str, Any] | None:
+    if rng.random() >= 0.35:
+        return None
+    policy = rng.choice(("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"))
+    members: dict[str, str] = {}
+    count = rng.choice((0, 0, 1, 2, 3, 4))
+    if policy == "affinity" and request_count > 1 and rng.random() < 0.5:
+        count = 0
+    one = rng.choice(hosts)["host"]
+    for _ in range(count):
+        # affinity members are on one host, as Nova put them; the others anywhere
+        members[_uuid(rng)] = one if policy == "affinity" else rng.choice(hosts)["host"]
+    per_host = None
+    if policy == "anti-affinity" and rng.random() < 0.3:
+        per_host = rng.choice((2, 3))
+    return {
+        "id": f"sg-{rng.getrandbits(32):08x}",
+        "uuid": _uuid(rng),
+        "policy": policy,
+        "max_server_per_host": per_host,
+        "members": members,
+    }
+
+
+def generate(seed: int, hits: Iterable[str] = ()) -> Case:
+    """One case from ``seed``: a cluster, a configuration and one request.
+
+    ``hits`` names the known differences (:data:`KNOWN_TAGS`) the case may
+    hit (the generator's flags: hosts used past their capacity, the default
+    zone asked, filter_tenant_id<suffix> keys, 0-vCPU hosts, aggregate
+    weight multipliers and allocation ratios ...). With none, :func:`tags`
+    of the case is empty.
+    """
+    wanted = frozenset(hits)
+    unknown = wanted - set(KNOWN_TAGS)
+    if unknown:
+        raise ValueError(f"unknown differences {sorted(unknown)}; known: {sorted(KNOWN_TAGS)}")
+    rng = random.Random(f"nova-differential-{seed}-{','.join(sorted(wanted))}")
+    config = CONFIG_NAMES[seed % len(CONFIG_NAMES)]
+    several = "several_instances_weigh_full_hosts" in wanted
+    count = rng.choice((3, 4, 5, 6) if several else (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24))
+    hosts: list[dict[str, Any]] = []
+    for i in range(count):
+        if hosts and rng.random() < 0.3:  # the same figures as another host: exact ties
+            twin = json.loads(json.dumps(rng.choice(hosts)))
+            twin["host"] = f"h{i:02d}"
+            hosts.append(twin)
+        else:
+            hosts.append(_host(rng, f"h{i:02d}", wanted))
+    for h in hosts:
+        h["instances"] = [_uuid(rng) for _ in range(rng.choice((0, 0, 1, 2, 3, 5, 6, 8)))]
+    aggregates = _aggregates(rng, hosts, wanted)
+    flavor = rng.choice(("m1.small", "m1.medium") if several else sorted(_FLAVORS))
+    if "zero_disk_full_host" in wanted and rng.random() < 0.6:
+        flavor = "boot.small"
+    vcpus, memory_mb, disk_gb = _FLAVORS[flavor]
+    instances = [
+        _uuid(rng) for _ in range(rng.choice((2, 3, 4) if several else (1, 1, 1, 1, 2, 3)))
+    ]
+    extra_specs: dict[str, str] = {}
+    if rng.random() < 0.4:
+        for key, requirement in rng.sample(_EXTRA_SPECS, rng.randint(1, 2)):
+            extra_specs[key] = requirement
+    if "extra_spec_not_a_number" in wanted and rng.random() < 0.6:
+        extra_specs["aggregate_instance_extra_specs:tier"] = rng.choice((">= 2", "= 1"))
+    required = [rng.choice(_TRAITS)] if rng.random() < 0.2 else []
+    forbidden = [t for t in _TRAITS if t not in required and rng.random() < 0.07]
+    for trait in required:
+        extra_specs[f"trait:{trait}"] = "required"
+    for trait in forbidden:
+        extra_specs[f"trait:{trait}"] = "forbidden"
+    zones = [z for z in (a["metadata"].get("availability_zone") for a in aggregates) if z]
+    zone = None
+    if rng.random() < 0.3 and zones:
+        zone = rng.choice(sorted(set(zones)))
+    if "default_zone" in wanted and rng.random() < 0.5:
+        zone = "nova"
+    group = _group(rng, hosts, len(instances))
+    if group is not None:  # a member runs on its host: its instance list says so
+        by_name = {h["host"]: h for h in hosts}
+        for member, host in group["members"].items():
+            by_name[host]["instances"].append(member)
+    listed = [u for h in hosts for u in h["instances"]]
+    same_host: list[str] = []
+    different_host: list[str] = []
+    if config == "everything" and listed:
+        if rng.random() < 0.2:
+            same_host = rng.sample(listed, min(len(listed), rng.randint(1, 3)))
+        if rng.random() < 0.3:
+            different_host = rng.sample(listed, min(len(listed), rng.randint(1, 4)))
+    ignore_hosts: list[str] = []
+    if rng.random() < 0.08:
+        name = rng.choice(hosts)["host"]
+        ignore_hosts = [name.upper() if rng.random() < 0.5 else name]
+    request: dict[str, Any] = {
+        "instances": instances,
+        "flavor": flavor,
+        "vcpus": vcpus,
+        "memory_mb": memory_mb,
+        "disk_gb": disk_gb,
+        "extra_specs": extra_specs,
+        "project_id": rng.choice(_PROJECTS),
+        "availability_zone": zone,
+        "required_traits": required,
+        "forbidden_traits": forbidden,
+        "group": group,
+        "same_host": same_host,
+        "different_host": different_host,
+        "ignore_hosts": ignore_hosts,
+        "bare": False,
+    }
+    keys = {k for a in aggregates for k in a["metadata"]}
+    if (
+        not (extra_specs or zone or group or same_host or different_host or ignore_hosts)
+        and not keys & {"filter_tenant_id", "instance_type"}
+        and rng.random() < 0.6
+    ):
+        # actorsched is not told the flavor's name and project (the ranking's
+        # shortcut for a request of resources only); no filter here reads them
+        request["bare"] = True
+    return {
+        "seed": seed,
+        "hits": sorted(wanted),
+        "config": config,
+        "hosts": hosts,
+        "aggregates": aggregates,
+        "request": request,
+    }
+
+
+def tags(case: Mapping[str, Any]) -> list[str]:
+    """The known differences (:data:`KNOWN_TAGS`) ``case`` may hit, sorted."""
+    found: set[str] = set()
+    request = case["request"]
+    filters = CONFIGS[case["config"]]["filters"]
+    options = CONFIGS[case["config"]]["options"]
+    candidates = set(placement_candidates(case))
+    for h in case["hosts"]:
+        free = (
+            ("ram", h["memory_mb"] - h["memory_mb_reserved"] - h["memory_mb_used"]),
+            ("cpu", h["vcpus"] * ratio(h, "cpu") - h["vcpus_used"]),
+            ("disk", h["local_gb"] - h["local_gb_used"]),
+        )
+        # a weigher that weighs (its multiplier is not 0) a host Placement names
+        if h["host"] in candidates and any(
+            value < 0 and options.get(f"{kind}_weight_multiplier", 1.0) != 0 for kind, value in free
+        ):
+            found.add("negative_free")
+        if h["vcpus"] == 0:
+            found.add("zero_vcpu_host")
+        if request["disk_gb"] == 0 and h["local_gb_used"] > h["local_gb"] * ratio(h, "disk"):
+            found.add("zero_disk_full_host")
+    if request["availability_zone"] == "nova":
+        found.add("default_zone")
+    for a in case["aggregates"]:
+        for key, value in a["metadata"].items():
+            if (
+                key.startswith("filter_tenant_id")
+                and key != "filter_tenant_id"
+                and "AggregateMultiTenancyIsolation" in filters
+            ):
+                found.add("tenant_key_prefix")
+            if key.endswith("_weight_multiplier"):
+                found.add("aggregate_weight_multiplier")
+            if key.endswith("_allocation_ratio"):
+                found.add("aggregate_allocation_ratio")
+            if "AggregateInstanceExtraSpecsFilter" in filters and not _is_number(value):
+                for spec_key, requirement in request["extra_specs"].items():
+                    scope, colon, rest = spec_key.partition(":")
+                    name = rest if colon and scope == "aggregate_instance_extra_specs" else spec_key
+                    words = requirement.split()
+                    if name == key and words and words[0] in _NUMERIC_OPS:
+                        found.add("extra_spec_not_a_number")
+    return sorted(found)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        for part in text.split(","):
+            float(part)
+    except ValueError:
+        return False
+    return True
+
+
+def nova_conf_text(config: str) -> str:
+    """The nova.conf of configuration ``config`` (what actorsched reads to configure
+    itself through ``actorsched.nova.conf.read``)."""
+    spec = CONFIGS[config]
+    lines = ["[filter_scheduler]", "enabled_filters = " + ",".join(spec["filters"])]
+    lines += [f"{option} = {value}" for option, value in spec["options"].items()]
+    return "\n".join(lines) + "\n"
+
+
+# -- Placement's part: a plain Python stand-in ----------------------------------
+
+
+def placement_fits(host: Mapping[str, Any], request: Mapping[str, Any], count: int) -> bool:
+    """Does ``host`` (its provider's inventories) take ``count`` instances of ``request``?
+
+    Per resource class the request asks (a class asked 0 of is not asked):
+    the provider has an inventory of it (a total above 0), the amount is at
+    most its ``max_unit`` (Nova's computes set the total) and the usage plus
+    ``count`` amounts is at most ``(total - reserved) * allocation_ratio``.
+    """
+    for total, reserved, used, kind, amount in (
+        (host["memory_mb"], host["memory_mb_reserved"], host["memory_mb_used"], "ram", "memory_mb"),
+        (host["vcpus"], 0, host["vcpus_used"], "cpu", "vcpus"),
+        (host["local_gb"], 0, host["local_gb_used"], "disk", "disk_gb"),
+    ):
+        asked = request[amount]
+        if asked == 0:
+            continue
+        if total == 0 or asked > total:
+            return False
+        if used + count * asked > (total - reserved) * ratio(host, kind):
+            return False
+    return True
+
+
+def placement_candidates(case: Mapping[str, Any]) -> list[str]:
+    """The hosts Placement's allocation candidates name for one instance, in host order."""
+    request = case["request"]
+    zone = request["availability_zone"]
+    in_zone: set[str] | None = None
+    if zone:  # map_az_to_placement_aggregate: member_of the aggregates of that zone, if any
+        zoned = [a for a in case["aggregates"] if a["metadata"].get("availability_zone") == zone]
+        if zoned:
+            in_zone = {h for a in zoned for h in a["hosts"]}
+    required = set(request["required_traits"])
+    forbidden = set(request["forbidden_traits"])
+    out = []
+    for h in case["hosts"]:
+        traits = set(h["traits"])
+        if not h["enabled"]:  # compute_status_filter: COMPUTE_STATUS_DISABLED is forbidden
+            continue
+        if in_zone is not None and h["host"] not in in_zone:
+            continue
+        if not required <= traits or forbidden & traits:
+            continue
+        if placement_fits(h, request, 1):
+            out.append(h["host"])
+    return out
+
+
+# -- Nova's half (Nova's venv only) ----------------------------------------------
+
+
+class _Nova:
+    """Nova's host manager and scheduler manager, without a database or RPC."""
+
+    def __init__(self) -> None:
+        import nova.conf
+        from nova import objects
+
+        objects.register_all()
+        from nova.scheduler import filters, host_manager, manager, weights
+
+        self.objects = objects
+        self.HostState = host_manager.HostState
+        self.manager = manager.SchedulerManager
+        conf = nova.conf.CONF
+        conf([], project="nova", default_config_files=[])
+        self.conf = conf
+        hm = host_manager.HostManager.__new__(host_manager.HostManager)
+        hm.filter_handler = filters.HostFilterHandler()
+        classes = hm.filter_handler.get_matching_classes(conf.filter_scheduler.available_filters)
+        hm.filter_cls_map = {cls.__name__: cls for cls in classes}
+        hm.filter_obj_map = {}
+        hm.weight_handler = weights.HostWeightHandler()
+        weigher_classes = hm.weight_handler.get_matching_classes(
+            conf.filter_scheduler.weight_classes
+        )
+        hm.weighers = [cls() for cls in weigher_classes]
+        self.hm = hm
+        self.configured: str | None = None
+        self.now = datetime.datetime.now(datetime.UTC)
+
+    def configure(self, config: str) -> None:
+        if config == self.configured:
+            return
+        conf = self.conf
+        for option in {o for c in CONFIGS.values() for o in c["options"]}:
+            conf.clear_override(option, "filter_scheduler")
+        spec = CONFIGS[config]
+        conf.set_override("enabled_filters", list(spec["filters"]), "filter_scheduler")
+        for option, value in spec["options"].items():
+            conf.set_override(option, value, "filter_scheduler")
+        self.hm.enabled_filters = self.hm._choose_host_filters(self.hm._load_filters())
+        self.configured = config
+
+    def _compute_node(self, h: Mapping[str, Any], index: int) -> Any:
+        objects = self.objects
+        ram_used = h["memory_mb_used"] + h["memory_mb_reserved"]  # as the resource tracker
+        return objects.ComputeNode(
+            id=index + 1,
+            uuid=str(uuid.UUID(int=index + 1)),
+            host=h["host"],
+            hypervisor_hostname=h["host"],
+            hypervisor_type="QEMU",
+            hypervisor_version=8002000,
+            cpu_info="{}",
+            host_ip="192.0.2.1",
+            memory_mb=h["memory_mb"],
+            memory_mb_used=ram_used,
+            free_ram_mb=h["memory_mb"] - ram_used,
+            vcpus=h["vcpus"],
+            vcpus_used=h["vcpus_used"],
+            local_gb=h["local_gb"],
+            local_gb_used=h["local_gb_used"],
+            free_disk_gb=h["local_gb"] - h["local_gb_used"],
+            disk_available_least=None,
+            numa_topology=None,
+            pci_device_pools=objects.PciDevicePoolList(objects=[]),
+            supported_hv_specs=[],
+            metrics="[]",
+            stats={
+                "num_instances": str(len(h["instances"])),
+                "io_workload": str(h["num_io_ops"]),
+            },
+            cpu_allocation_ratio=ratio(h, "cpu"),
+            ram_allocation_ratio=ratio(h, "ram"),
+            disk_allocation_ratio=ratio(h, "disk"),
+            updated_at=self.now,
+        )
+
+    def _service(self, h: Mapping[str, Any], index: int) -> dict[str, Any]:
+        now = datetime.datetime.now(datetime.UTC)
+        return {
+            "id": index + 1,
+            "host": h["host"],
+            "binary": "nova-compute",
+            "topic": "compute",
+            "disabled": not h["enabled"],
+            "disabled_reason": None if h["enabled"] else "differential",
+            "forced_down": False,
+            "created_at": now,
+            "updated_at": now,
+            "last_seen_up": now,
+        }
+
+    def _spec(self, case: Case) -> Any:
+        objects = self.objects
+        request = case["request"]
+        flavor = objects.Flavor(
+            name=request["flavor"],
+            memory_mb=request["memory_mb"],
+            vcpus=request["vcpus"],
+            root_gb=request["disk_gb"],
+            ephemeral_gb=0,
+            swap=0,
+            extra_specs=dict(request["extra_specs"]),
+        )
+        group = None
+        g = request["group"]
+        if g is not None:
+            rules = {}
+            if g["max_server_per_host"] is not None:
+                rules["max_server_per_host"] = str(g["max_server_per_host"])
+            group = objects.InstanceGroup(
+                uuid=g["uuid"],
+                policy=g["policy"],
+                policies=[g["policy"]],
+                rules=rules,
+                members=[*g["members"], *request["instances"]],
+                hosts=sorted(set(g["members"].values())),  # InstanceGroup.get_hosts: each once
+            )
+        hints: dict[str, list[str]] = {}
+        if request["same_host"]:
+            hints["same_host"] = list(request["same_host"])
+        if request["different_host"]:
+            hints["different_host"] = list(request["different_host"])
+        return objects.RequestSpec(
+            flavor=flavor,
+            num_instances=len(request["instances"]),
+            instance_uuid=request["instances"][0],
+            image=objects.ImageMeta.from_dict({"properties": {}}),
+            availability_zone=request["availability_zone"],
+            instance_group=group,
+            ignore_hosts=list(request["ignore_hosts"]) or None,
+            force_hosts=None,
+            force_nodes=None,
+            requested_destination=None,
+            scheduler_hints=hints,
+            project_id=request["project_id"],
+            user_id="differential",
+            pci_requests=objects.InstancePCIRequests(requests=[]),
+            numa_topology=None,
+            is_bfv=request["disk_gb"] == 0,
+            requested_resources=[],
+        )
+
+    def run(self, case: Case) -> dict[str, Any]:
+        """Nova's answer for ``case`` (see the module's docstring)."""
+        objects = self.objects
+        self.configure(case["config"])
+        hm = self.hm
+        by_host: dict[str, list[Any]] = {}
+        for i, a in enumerate(case["aggregates"]):
+            agg = objects.Aggregate(
+                id=i + 1,
+                uuid=str(uuid.UUID(int=1000 + i)),
+                name=a["name"],
+                hosts=list(a["hosts"]),
+                metadata=dict(a["metadata"]),
+            )
+            for name in a["hosts"]:
+                by_host.setdefault(name, []).append(agg)
+        figures = {h["host"]: h for h in case["hosts"]}
+        states: dict[str, Any] = {}
+        for i, h in enumerate(case["hosts"]):
+            state = self.HostState(h["host"], h["host"], "cell1")
+            state.update(
+                self._compute_node(h, i),
+                self._service(h, i),
+                by_host.get(h["host"], []),
+                {u: objects.Instance(uuid=u) for u in h["instances"]},
+            )
+            states[h["host"]] = state
+        request = case["request"]
+        spec = self._spec(case)
+        names = placement_candidates(case)
+        hosts = [states[n] for n in names]
+        answers: list[dict[str, Any]] = []
+        pending: dict[str, int] = {}
+        for num, instance in enumerate(request["instances"]):
+            spec.instance_uuid = instance
+            spec.obj_reset_changes(["instance_uuid"])
+            filtered = list(hm.get_filtered_hosts(hosts, spec, num)) if hosts else []
+            weighed = hm.get_weighed_hosts(filtered, spec) if filtered else []
+            # _get_sorted_hosts with host_subset_size 1 and no shuffle: this order
+            hosts = [w.obj for w in weighed]
+            # the hosts Placement's claim would take, in that order: the first one wins
+            fits = [
+                s
+                for s in hosts
+                if placement_fits(figures[s.host], request, pending.get(s.host, 0) + 1)
+            ]
+            answer: dict[str, Any] = {
+                "uuid": instance,
+                "weighed": [[w.obj.host, float(w.weight)] for w in weighed],
+                "fits": [s.host for s in fits],
+                "chosen": fits[0].host if fits else None,
+                "fit_weighed": None,
+            }
+            if len(fits) < len(hosts):
+                # A later instance of a multi-create: Nova weighs Placement's candidates
+                # for one instance, hosts that no longer fit too. The same weighers over
+                # the hosts that fit alone (what actorsched weighs) answer here as well.
+                again = hm.get_weighed_hosts(fits, spec) if fits else []
+                answer["fit_weighed"] = [[w.obj.host, float(w.weight)] for w in again]
+            answers.append(answer)
+            if not fits:
+                break
+            claimed = fits[0]
+            pending[claimed.host] = pending.get(claimed.host, 0) + 1
+            self.manager._consume_selected_host(claimed, spec, instance_uuid=instance)
+        return {"seed": case["seed"], "placement": names, "instances": answers, "error": None}
+
+
+def run_nova(cases: Iterable[Case]) -> list[dict[str, Any]]:
+    """Nova's answer for each case, in order (an exception Nova raises is the answer's
+    ``error``)."""
+    nova = _Nova()
+    out = []
+    for case in cases:
+        try:
+            out.append(nova.run(case))
+        except Exception as exc:
+            out.append(
+                {
+                    "seed": case["seed"],
+                    "placement": [],
+                    "instances": [],
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
+            )
+    return out
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.CRITICAL)  # Nova logs every filtered host
+    warnings.simplefilter("ignore")
+    if argv[:1] == ["generate"]:  # generate SEED [TAG ...]: one case, for a look
+        case = generate(int(argv[1]), argv[2:])
+        json.dump(case, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    with open(argv[0], encoding="utf-8") as file:
+        cases = json.load(file)
+    json.dump(run_nova(cases), sys.stdout, separators=(",", ":"))
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
