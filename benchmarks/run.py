@@ -51,7 +51,7 @@ from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler
 from actorsched.amqp.service import DEFAULT_URL as DEFAULT_AMQP_URL
 from actorsched.core import SchedulerCore
 
-from . import integrations
+from . import integrations, nova_endpoint
 from .failover import failover
 from .hostile import body_flood, trait_flood
 from .measure import (
@@ -462,6 +462,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_memory else 1
     n += 0 if args.no_journal else 1
     n += 0 if args.no_amqp else 2
+    n += 0 if args.no_amqp or args.no_nova else 1
     n += 0 if args.no_failover else 1
     n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
@@ -581,6 +582,18 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                         repeat=plan.repeat,
                     ),
                 )
+            progress.advance()
+
+        if not args.no_amqp and not args.no_nova:
+            hosts, callers, calls = (1_000, 2, 30) if args.quick else (10_000, 4, 150)
+            progress.step(
+                f"Nova's client through the Nova endpoint against native, {hosts:,} hosts"
+            )
+            results["nova_endpoint"] = await _optional(
+                "the Nova endpoint",
+                notes,
+                nova_endpoint.run(hosts, callers, calls, nova_python=args.nova_python),
+            )
             progress.advance()
 
         if not args.no_amqp:

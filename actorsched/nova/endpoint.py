@@ -46,9 +46,10 @@ from aio_pika.abc import (
 from pydantic import ValidationError
 
 from ..amqp.metrics import ServiceMetrics
+from ..core import GetHostStates
 from ..errors import InvalidRequest, NoValidHost, SchedulerStopped
 from ..journal import JournalError
-from ..models import HostState, Selection
+from ..models import Selection
 from ..scheduler import Scheduler
 from . import objects, wire
 from .conf import NovaConfig
@@ -61,7 +62,7 @@ TOPIC = "scheduler"  # nova.scheduler.rpcapi.RPC_TOPIC
 DEAD_QUEUE = "actorsched.nova.dead"
 _FANOUT_TTL_MS = 1_800_000  # oslo's rabbit_transient_queues_ttl
 _DEAD_KEEP = 4_096  # bytes of a bad message kept in its dead letter
-_FACTS_TTL = 10.0  # seconds a host's node and zone are taken from the last read
+_FACTS_TTL = 2.0  # seconds a host's node and zone are taken from the last copy
 _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
     aiormq.exceptions.AMQPError,
     aiormq.exceptions.ChannelInvalidStateError,
@@ -440,11 +441,23 @@ class NovaEndpoint:
         return answer
 
     async def _host_facts(self, hosts: list[str]) -> dict[str, tuple[str, str | None]]:
-        """Each host's node and zone, from a read of the host states at most ``_FACTS_TTL`` old."""
+        """Each host's node and zone, from a copy of the host table at most ``_FACTS_TTL`` old.
+
+        The copy is the owner's column copy (one step, no per-host objects); its
+        names, zones and nodes are read here, off the owner.
+        """
         now = time.monotonic()
         if now - self._facts_at > _FACTS_TTL or any(h not in self._facts for h in hosts):
-            states: dict[str, HostState] = await self.scheduler.host_states()
-            self._facts = {name: (s.node, s.availability_zone) for name, s in states.items()}
+            image = await (await self.scheduler.submit_when_room(GetHostStates()))
+            zone_names: list[str | None] = [*image.zone_names, None]  # zone id -1: none
+            zones = image.zone.tolist()
+            nodes = image.nodes
+            facts: dict[str, tuple[str, str | None]] = {}
+            for offset, name in enumerate(image.names):
+                if name is not None:
+                    row = image.start + offset
+                    facts[name] = (nodes.get(row, name), zone_names[zones[offset]])
+            self._facts = facts
             self._facts_at = now
         return {h: self._facts.get(h, (h, None)) for h in hosts}
 
