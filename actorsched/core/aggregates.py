@@ -20,6 +20,9 @@ and ``extra_specs_ops.py``; no code of theirs):
   per key, the set of the comma-separated, stripped values of every
   aggregate of the host (of those that have ``key``, when one is given);
   ``aggregate_values_from_key`` is the set of whole values.
+* A numeric value a host sees (an allocation ratio, a weigher multiplier)
+  is Nova's ``validate_num_values`` over ``aggregate_values_from_key``, the
+  smallest, written once in :func:`_smallest_number`.
 * A host's availability zone comes from at most one zone: as Nova's
   aggregate API, an aggregate's ``availability_zone`` may not conflict with
   another zone one of its hosts is in.
@@ -138,18 +141,29 @@ def _split(value: str) -> set[str]:
     return {part.strip() for part in value.split(",")}
 
 
-def _ratio(values: set[str]) -> float | None:
-    """Nova's ``validate_num_values(values, cast_to=float, based_on=min)``: the
-    smallest, or None (the host's own ratio) when there is none or one is
-    not a number. A ratio must be positive and finite too (Nova would take
-    ``0`` or ``inf``, which make a host take nothing or anything)."""
+def _smallest_number(values: set[str]) -> float | None:
+    """A host's aggregate value of a numeric key, as Nova reads it: the smallest
+    of ``values`` (``aggregate_values_from_key``) as a float, or None for the
+    caller's own default when there is none or one is not a number.
+
+    That is ``validate_num_values(values, default, cast_to=float,
+    based_on=min)`` with the ``except ValueError`` of every caller (the
+    Aggregate*Filter ratios of Nova 18, ``utils.get_weight_multiplier``):
+    ``"0"`` is 0 (a ratio of 0 lets the host take none of that resource), a
+    negative value is itself. Not Nova's: a value that is not finite
+    (``inf``, ``nan``) is None too, since Nova would take it and NaN would
+    then stand in headroom and weight sums.
+
+    >>> _smallest_number({"1.5", "0.5"}), _smallest_number({"0"}), _smallest_number({"x", "2"})
+    (0.5, 0.0, None)
+    """
     if not values:
         return None
     try:
-        ratio = min(float(v) for v in values)
+        numbers = [float(v) for v in values]
     except ValueError:
         return None
-    return ratio if ratio > 0 and math.isfinite(ratio) else None
+    return min(numbers) if all(map(math.isfinite, numbers)) else None
 
 
 @dataclass(slots=True)
@@ -181,9 +195,11 @@ class AggregateBook:
     # membership id -> the names of its aggregates, sorted; 0 is none
     memberships: list[tuple[str, ...]] = field(default_factory=lambda: [()])
     membership_ids: dict[tuple[str, ...], int] = field(default_factory=lambda: {(): 0})
-    # aggregates with each of the keys the filters look for (None when none has it)
+    # how many aggregates have each metadata key (only keys some aggregate has)
     _with_key: dict[str, int] = field(default_factory=dict)
     _answers: dict[object, NDArray[np.bool_]] = field(default_factory=dict)
+    # per-membership weigher multipliers, by (metadata key, configured multiplier)
+    _multipliers: dict[tuple[str, float], NDArray[np.float64]] = field(default_factory=dict)
     members: int = 0  # host memberships of every aggregate together
 
     # -- reading ------------------------------------------------------------
@@ -210,7 +226,11 @@ class AggregateBook:
 
     def has(self, key: str) -> bool:
         """True when some aggregate has metadata ``key``."""
-        return self._with_key.get(key, 0) > 0
+        return key in self._with_key
+
+    def has_any(self, keys: frozenset[str]) -> bool:
+        """True when some aggregate has one of the metadata ``keys``."""
+        return not self._with_key.keys().isdisjoint(keys)
 
     def metadata_by_host(self, membership: int, key: str | None = None) -> dict[str, set[str]]:
         """Nova's ``aggregate_metadata_get_by_host`` for a host of ``membership``."""
@@ -241,9 +261,29 @@ class AggregateBook:
         return min(values) if values else None  # one at most (checked on every change)
 
     def ratios_of(self, membership: int) -> tuple[float | None, float | None, float | None]:
-        """The smallest valid ``*_allocation_ratio`` of each resource, or None."""
-        ram, cpu, disk = (_ratio(self.values_from_key(membership, key)) for key in RATIO_KEYS)
+        """The ``*_allocation_ratio`` of each resource (:func:`_smallest_number`), or None."""
+        ram, cpu, disk = (
+            _smallest_number(self.values_from_key(membership, key)) for key in RATIO_KEYS
+        )
         return ram, cpu, disk
+
+    def multipliers(self, key: str, configured: float) -> NDArray[np.float64]:
+        """Nova's ``utils.get_weight_multiplier`` for a host of every membership id:
+        the ``key`` value of its aggregates (:func:`_smallest_number`), else
+        ``configured``; kept, as :meth:`answers` are, until an aggregate changes."""
+        found = self._multipliers.get((key, configured))
+        if found is None or len(found) < len(self.memberships):
+            values = (
+                _smallest_number(self.values_from_key(membership, key))
+                for membership in range(len(self.memberships))
+            )
+            found = np.fromiter(
+                (configured if value is None else value for value in values),
+                dtype=np.float64,
+                count=len(self.memberships),
+            )
+            self._multipliers[(key, configured)] = found
+        return found
 
     def answers(self, key: object, decide: Callable[[int], bool]) -> NDArray[np.bool_]:
         """``decide`` for every membership id, as a bool array, kept under ``key``
@@ -412,11 +452,17 @@ class AggregateBook:
         for host in after - before:
             self.of_host[host] = self.of_host.get(host, frozenset()) | {name}
         self._answers.clear()
+        self._multipliers.clear()
         return before | after
 
     def _count_keys(self, metadata: Mapping[str, str], sign: int) -> None:
+        with_key = self._with_key
         for key in metadata:
-            self._with_key[key] = self._with_key.get(key, 0) + sign
+            count = with_key.get(key, 0) + sign
+            if count:
+                with_key[key] = count
+            else:
+                del with_key[key]  # only keys some aggregate has: has_any compares the keys
 
     @property
     def compact_due(self) -> bool:
@@ -429,3 +475,4 @@ class AggregateBook:
         self.memberships = [()]
         self.membership_ids = {(): 0}
         self._answers.clear()
+        self._multipliers.clear()

@@ -23,8 +23,10 @@ Rules this module keeps (everything that changes host state lives here):
   its aggregates' ``availability_zone`` when they have one, else its
   report's; its allocation ratios are, per resource, its aggregates'
   smallest when that Aggregate*Filter is enabled, else the ratio its report
-  carries, else the configured one. Both are rewritten for exactly the
-  hosts an aggregate change concerns, and for a host when it reports.
+  carries, else the configured one (the CPU weigher's is always the host's
+  own: the report's, else the configured one). Both are rewritten for
+  exactly the hosts an aggregate change concerns, and for a host when it
+  reports.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ from .preemption import candidates
 from .ranking import COMPRESS_BELOW, Ranker, weigh_layout
 from .table import HostTable, report_values, reported_figures
 from .views import capture_host_states, host_state
-from .weighers import HostWeigher, builtin_weighers
+from .weighers import HostWeigher, builtin_weighers, multiplier_key
 
 # told each choice of select_destinations before its claim: (context, uuid, row, ranked rows)
 Observer = Callable[[PlacementContext, str, int, list[int]], None]
@@ -158,8 +160,12 @@ class SchedulerCore:
     ) -> None:
         self.config = config = config or SchedulerConfig()
         layout = weigh_layout(config, weighers)
+        # what a plan explains: every weigher that may weigh (a multiplier of 0
+        # may be an aggregate's multiplier_key's for some hosts)
         self.weighers: list[HostWeigher] = [
-            w for w in [*builtin_weighers(config), *weighers] if w.multiplier != 0
+            w
+            for w in [*builtin_weighers(config), *weighers]
+            if w.multiplier != 0 or multiplier_key(w) is not None
         ]
         self.table = HostTable(
             config.ram_allocation_ratio,
@@ -435,29 +441,33 @@ class SchedulerCore:
         self, row: int, reported: tuple[float | None, float | None, float | None]
     ) -> bool:
         """Record the ratios ``row``'s report carries and write its effective ones
-        (the caller refreshes the row); True when the effective ones changed."""
+        (the caller refreshes the row); True when the effective ones changed.
+
+        The host's own ratio of each resource is its report's, else the
+        configured one; the resource filters take its aggregates' instead when
+        that Aggregate*Filter is on, the CPU weigher never (as Nova's CPUWeigher)."""
         if reported == _NO_RATIOS:
             self.reported_ratios.pop(row, None)
         else:
             self.reported_ratios[row] = reported
-        own = reported
-        membership = int(self.table.agg_set[row])
+        table = self.table
+        own = [
+            mine if mine is not None else default
+            for mine, default in zip(reported, table.default_ratios[:3], strict=True)
+        ]
+        membership = int(table.agg_set[row])
         from_aggregates = (
             self.aggregates.ratios_of(membership)
             if membership and any(self._aggregate_ratios)
             else _NO_RATIOS
         )
         ram, cpu, disk = (
-            aggregate if use and aggregate is not None else mine if mine is not None else default
-            for use, aggregate, mine, default in zip(
-                self._aggregate_ratios,
-                from_aggregates,
-                own,
-                self.table.default_ratios,
-                strict=True,
+            aggregate if use and aggregate is not None else mine
+            for use, aggregate, mine in zip(
+                self._aggregate_ratios, from_aggregates, own, strict=True
             )
         )
-        return self.table.set_ratios(row, (ram, cpu, disk))
+        return table.set_ratios(row, (ram, cpu, disk, own[1]))
 
     def create_aggregate(
         self,

@@ -146,8 +146,8 @@ RESOURCE_RULES: tuple[tuple[int, str], ...] = tuple(
 
 class AggregateRamFilter(RamFilter):
     """RamFilter with the smallest ``ram_allocation_ratio`` of the host's aggregates
-    (Nova's AggregateRamFilter); a host in none, or with a value that is not a
-    positive number, keeps its own ratio."""
+    (Nova's AggregateRamFilter; "0" is 0: the host takes no RAM); a host in none,
+    or with a value that is not a finite number, keeps its own ratio."""
 
     name = "AggregateRamFilter"
 

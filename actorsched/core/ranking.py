@@ -12,7 +12,9 @@ nothing here changes host state):
 * Each weigher's values are normalized as ``nova/weights.py`` does, between
   ``min(floor, lowest)`` and the highest passing value, times its
   multiplier; the built-in column weighers are summed in one matrix
-  product, the others added one by one.
+  product, the others added one by one. A multiplier is the same for every
+  host unless an aggregate overrides it for its hosts
+  (``weighers.row_multipliers``); only then is it an array per row.
 * The fast paths (the shortcut from kept extremes, the gathered copy of few
   passing rows) give exactly the ranking of the full mask; the knobs that
   choose between them are constructor arguments, with their defaults here.
@@ -55,6 +57,8 @@ from .weighers import (
     HostWeigher,
     SoftGroupWeigher,
     builtin_weighers,
+    multiplier_key,
+    row_multipliers,
     weigher_floor,
 )
 
@@ -64,6 +68,7 @@ __all__ = [
     "SHORTCUT_MAX_MISFITS",
     "SHORTCUT_MAX_WANT",
     "Ranker",
+    "RowMultipliers",
     "WeighLayout",
     "weigh_layout",
 ]
@@ -116,6 +121,12 @@ class WeighLayout:
     floors: tuple[float, ...]  # each column in use's floor (minval)
     others: tuple[HostWeigher, ...]  # weighed one by one
     other_floors: tuple[float, ...]
+    # the weighers summed in each column in use (their multipliers are the sum)
+    column_weighers: tuple[tuple[HostWeigher, ...], ...] = ()
+    # weighers of multiplier 0 that an aggregate's multiplier_key may turn on
+    # for its hosts, weighed one by one when one does
+    dormant: tuple[HostWeigher, ...] = ()
+    dormant_floors: tuple[float, ...] = ()
 
 
 def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> WeighLayout:
@@ -123,31 +134,84 @@ def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> Weigh
 
     Weighers of one column with one floor share its matrix row (their
     multipliers add up); a weigher with another floor, or of no column, is
-    weighed on its own. A multiplier of 0 drops the weigher.
+    weighed on its own. A multiplier of 0 drops the weigher, unless it has
+    a ``multiplier_key`` (an aggregate may give its hosts another
+    multiplier): it then joins its column's row if that row is in use, and
+    is dormant otherwise.
     """
-    weighers = [w for w in [*builtin_weighers(config), *extra] if w.multiplier != 0]
-    multipliers = dict.fromkeys(WEIGH_COLUMNS, 0.0)
+    weighers = [*builtin_weighers(config), *extra]
+    columns: dict[str, list[HostWeigher]] = {c: [] for c in WEIGH_COLUMNS}
     floors: dict[str, float] = {}
     others: list[HostWeigher] = []
     for w in weighers:
+        if w.multiplier == 0:
+            continue
         floor = weigher_floor(w)
         if (
             isinstance(w, ColumnWeigher)
-            and w.column in multipliers
+            and w.column in columns
             and floors.setdefault(w.column, floor) == floor
         ):
-            multipliers[w.column] += w.multiplier
+            columns[w.column].append(w)
         else:
             others.append(w)
-    order = tuple(sorted(WEIGH_COLUMNS, key=lambda c: multipliers[c] == 0))
-    in_use = [c for c in order if multipliers[c] != 0]
+    dormant: list[HostWeigher] = []
+    for w in weighers:
+        if w.multiplier != 0 or multiplier_key(w) is None:
+            continue
+        if (
+            isinstance(w, ColumnWeigher)
+            and columns.get(w.column)
+            and floors[w.column] == weigher_floor(w)
+        ):
+            columns[w.column].append(w)
+        else:
+            dormant.append(w)
+    order = tuple(sorted(WEIGH_COLUMNS, key=lambda c: not columns[c]))
+    in_use = [c for c in order if columns[c]]
     return WeighLayout(
         order=order,
-        multipliers=tuple(multipliers[c] for c in in_use),
+        multipliers=tuple(sum(w.multiplier for w in columns[c]) for c in in_use),
         floors=tuple(floors[c] for c in in_use),
         others=tuple(others),
         other_floors=tuple(weigher_floor(w) for w in others),
+        column_weighers=tuple(tuple(columns[c]) for c in in_use),
+        dormant=tuple(dormant),
+        dormant_floors=tuple(weigher_floor(w) for w in dormant),
     )
+
+
+# A weigher's multiplier: one for every row, or one per row (an aggregate's)
+Multiplier = float | NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class RowMultipliers:
+    """The multipliers of one placement when some aggregate overrides one
+    (:func:`~actorsched.core.weighers.row_multipliers`): per column in use,
+    its weighers' sum per row (None: the layout's, every row's); per other
+    weigher, its own; and the dormant weighers an aggregate turns on, with
+    theirs and their floors."""
+
+    columns: list[NDArray[np.float64] | None]
+    others: list[Multiplier]
+    dormant: list[tuple[HostWeigher, NDArray[np.float64], float]]
+
+
+def _weighted(
+    multiplier: Multiplier, values: NDArray[np.float64], lo: float, hi: float
+) -> NDArray[np.float64]:
+    """One weigher's weights, ``multiplier x (values - lo) / (hi - lo)`` (hi > lo),
+    up to a constant: a multiplier the same for every row drops the ``- lo``
+    (it moves every score alike), a multiplier per row keeps it."""
+    if isinstance(multiplier, np.ndarray):
+        return multiplier * ((values - lo) / (hi - lo))
+    return (multiplier / (hi - lo)) * values
+
+
+def _of_rows(multiplier: Multiplier, rows: NDArray[np.intp]) -> Multiplier:
+    """``multiplier`` for the gathered ``rows`` only."""
+    return multiplier[rows] if isinstance(multiplier, np.ndarray) else multiplier
 
 
 class Ranker:
@@ -169,6 +233,19 @@ class Ranker:
         self._matrix_multipliers = list(layout.multipliers)
         self._other_weighers = list(layout.others)
         self._other_floors = list(layout.other_floors)
+        self._column_weighers = list(layout.column_weighers)
+        self._dormant = list(zip(layout.dormant, layout.dormant_floors, strict=True))
+        # every aggregate metadata key that may override a multiplier: while no
+        # aggregate has one, a placement never looks at them again
+        keys = {
+            multiplier_key(w)
+            for w in (
+                *(w for ws in layout.column_weighers for w in ws),
+                *layout.others,
+                *layout.dormant,
+            )
+        }
+        self._multiplier_keys = frozenset(key for key in keys if key is not None)
         # 0 never gathers, above 1 always does
         self.compress_below = compress_below
         # With no request-specific filter or weigher in play, find the best
@@ -316,14 +393,56 @@ class Ranker:
         rows = {HEADROOM_COLUMNS.index(cast(ResourceFilter, f).column) for f in filters}
         return [(row, getattr(spec, field)) for row, field in RESOURCE_RULES if row in rows]
 
-    def _raws(self, ctx: PlacementContext) -> list[tuple[float, NDArray[np.float64], float]]:
-        """(multiplier, values, floor) of each weigher weighed on its own that has a say."""
+    def _row_multipliers(self, ctx: PlacementContext) -> RowMultipliers | None:
+        """The multipliers of this placement when an aggregate overrides some
+        weigher's for its hosts; None (the layout's) when none does."""
+        book = ctx.aggregates
+        if book is None or not book.has_any(self._multiplier_keys):
+            return None
         table = self.table
-        return [
-            (w.multiplier, raw, floor)
-            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+        columns: list[NDArray[np.float64] | None] = []
+        for weighers in self._column_weighers:
+            each = [row_multipliers(w, table, book) for w in weighers]
+            if any(isinstance(m, np.ndarray) for m in each):
+                total = np.zeros(table.n, dtype=np.float64)
+                for m in each:
+                    total += m
+                columns.append(total)
+            else:
+                columns.append(None)
+        dormant = [
+            (w, m, floor)
+            for w, floor in self._dormant
+            if isinstance(m := row_multipliers(w, table, book), np.ndarray)
+        ]
+        others = [row_multipliers(w, table, book) for w in self._other_weighers]
+        return RowMultipliers(columns, others, dormant)
+
+    def _raws(
+        self, ctx: PlacementContext, per_row: RowMultipliers | None = None
+    ) -> list[tuple[Multiplier, NDArray[np.float64], float]]:
+        """(multiplier, values, floor) of each weigher weighed on its own that has a
+        say: the others, and the dormant ones an aggregate turns on."""
+        table = self.table
+        if per_row is None:
+            return [
+                (w.multiplier, raw, floor)
+                for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+                if (raw := w.weigh_all(table, ctx)) is not None
+            ]
+        raws: list[tuple[Multiplier, NDArray[np.float64], float]] = [
+            (m, raw, floor)
+            for w, m, floor in zip(
+                self._other_weighers, per_row.others, self._other_floors, strict=True
+            )
             if (raw := w.weigh_all(table, ctx)) is not None
         ]
+        raws += [
+            (m, raw, floor)
+            for w, m, floor in per_row.dormant
+            if (raw := w.weigh_all(table, ctx)) is not None
+        ]
+        return raws
 
     def top(self, ctx: PlacementContext, want: int, resources_only: bool) -> list[int]:
         """The ``want`` best passing rows (fewer if fewer pass), best first.
@@ -332,6 +451,7 @@ class Ranker:
         of the request (worked out once per request).
         """
         table = self.table
+        per_row = None if ctx.aggregates is None else self._row_multipliers(ctx)
         if (
             self._hints_only
             and self.shortcut
@@ -339,12 +459,21 @@ class Ranker:
             and resources_only
             and not (self._guards and any(g.applies(ctx) for g in self._guards))
         ):
-            top = self._top_unfiltered(ctx, want)
-            return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
+            if per_row is None:
+                top = self._top_unfiltered(ctx, want, None)
+                return top if top is not None else self._ranked(self._passing(ctx, ()), (), want)
+            # the dormant weighers an aggregate turns on are weighed over the mask
+            others = self._raws(ctx, per_row)
+            top = None if others else self._top_unfiltered(ctx, want, per_row)
+            if top is not None:
+                return top
+            return self._ranked(self._passing(ctx, ()), others, want, per_row)
         asked = ctx.spec.__dict__  # as asks_resources_only: faster than pydantic's attributes
         if asked["force_hosts"] or asked["force_nodes"]:
             rows = np.flatnonzero(self._forced(ctx))
-            return self._ranked_among(rows, self._raws(ctx), want) if rows.size else []
+            if not rows.size:
+                return []
+            return self._ranked_among(rows, self._raws(ctx, per_row), want, per_row)
         # _masks and _raws, written out: this runs for every filtered request
         masks = [m for f in self._request_filters if (m := f.filter_all(table, ctx)) is not None]
         ignored = self._ignored(ctx)
@@ -353,16 +482,20 @@ class Ranker:
         destination = None if asked["requested_destination"] is None else self._destination(ctx)
         if destination is not None:
             masks.append(destination)
-        raws = [
-            (w.multiplier, raw, floor)
-            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
-            if (raw := w.weigh_all(table, ctx)) is not None
-        ]
+        raws: list[tuple[Multiplier, NDArray[np.float64], float]]
+        if per_row is None:
+            raws = [
+                (w.multiplier, raw, floor)
+                for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+                if (raw := w.weigh_all(table, ctx)) is not None
+            ]
+        else:
+            raws = self._raws(ctx, per_row)
         if not masks and not raws and self.shortcut and table.n:
-            top = self._top_unfiltered(ctx, want)
+            top = self._top_unfiltered(ctx, want, per_row)
             if top is not None:
                 return top
-        return self._ranked(self._passing(ctx, masks), raws, want)
+        return self._ranked(self._passing(ctx, masks), raws, want, per_row)
 
     def top_shuffled(
         self, ctx: PlacementContext, want: int, resources_only: bool, rng: random.Random
@@ -383,7 +516,8 @@ class Ranker:
         rows = np.flatnonzero(mask)
         if not rows.size:
             return []
-        scores = self._scores_among(rows, self._raws(ctx), exact=True)
+        per_row = None if ctx.aggregates is None else self._row_multipliers(ctx)
+        scores = self._scores_among(rows, self._raws(ctx, per_row), per_row, exact=True)
         tied = np.flatnonzero(scores == scores.max()).tolist()
         picked = rng.sample(tied, min(want, len(tied))) if len(tied) > 1 else tied
         top = [int(rows[i]) for i in picked]
@@ -393,7 +527,9 @@ class Ranker:
             top += [int(rows[i]) for i in order if scores[i] != -np.inf]
         return top
 
-    def _top_unfiltered(self, ctx: PlacementContext, want: int) -> list[int] | None:
+    def _top_unfiltered(
+        self, ctx: PlacementContext, want: int, per_row: RowMultipliers | None
+    ) -> list[int] | None:
         """:meth:`_ranked` for a request with no request-specific filter, or None.
 
         The passing rows are then those that pass ``row_ok`` and fit. Each
@@ -404,6 +540,8 @@ class Ranker:
         are the best passing ones once the rows that do not fit are skipped.
         So only the rows looked at are checked; None (build the mask
         instead) when a bounding row does not fit or too many top rows do not.
+        A multiplier per row (``per_row``, an aggregate's) changes only the
+        scores, not which rows bound the normalization.
         """
         table = self.table
         n = table.n
@@ -429,7 +567,13 @@ class Ranker:
                 m / (hi - lo) if hi > lo else 0.0
                 for m, hi, lo in zip(multipliers, values[:k], values[k:], strict=True)
             ]
-            scores = np.array(coefs) @ table.score_matrix[:, :n]
+            if per_row is None:
+                scores = np.array(coefs) @ table.score_matrix[:, :n]
+            else:
+                terms = self._per_row_terms(per_row, coefs, values[:k], values[k:])
+                scores = np.array(coefs) @ table.score_matrix[:, :n]
+                for j, m, lo, hi in terms:
+                    scores += _weighted(m, table.weigh_matrix[j, :n], lo, hi)
         else:
             scores = -table.base_penalty[:n]
         derived = table.derived
@@ -474,8 +618,9 @@ class Ranker:
     def _ranked(
         self,
         mask: NDArray[np.bool_],
-        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
         want: int,
+        per_row: RowMultipliers | None = None,
     ) -> list[int]:
         """The ``want`` best rows of ``mask``, best first.
 
@@ -488,6 +633,9 @@ class Ranker:
         the same constant to every row, so only ``m / (hi - lo)`` matters for
         the order, and the built-in weighers are summed in one matrix
         product. ``raws`` are the other weighers' (multiplier, values, floor).
+        A multiplier per row (an aggregate's, ``per_row`` for the matrix
+        columns) keeps the ``- lo``: Nova multiplies each host's normalized
+        value by that host's multiplier.
         """
         table = self.table
         n = table.n
@@ -499,7 +647,7 @@ class Ranker:
         if passing < n * self.compress_below or want > self.shortcut_max_want:
             # a selective request (a zone, a trait ...), or a long list wanted:
             # weigh only the passing rows, and sort them
-            return self._ranked_among(np.flatnonzero(mask), raws, want)
+            return self._ranked_among(np.flatnonzero(mask), raws, want, per_row)
         penalty: NDArray[np.float64] | None = None
 
         def penalized() -> NDArray[np.float64]:
@@ -516,6 +664,8 @@ class Ranker:
             k = len(multipliers)
             floors = table.floors
             coefs: list[float] = []
+            his: list[float] = []
+            los: list[float] = []
             for j, multiplier in enumerate(multipliers):
                 # The extreme over the rows that pass the row-local filters is
                 # the extreme over the passing rows whenever its row passed the
@@ -530,15 +680,23 @@ class Ranker:
                 if lo < floors[j] and not mask[row]:
                     lo = min(floors[j], float((column + penalized()).min()))
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
+                his.append(hi)
+                los.append(lo)
             coefs.insert(0, -1.0)  # the base penalty row
-            scores = np.array(coefs) @ table.score_matrix[:, :n]
+            if per_row is None:
+                scores = np.array(coefs) @ table.score_matrix[:, :n]
+            else:
+                terms = self._per_row_terms(per_row, coefs, his, los)
+                scores = np.array(coefs) @ table.score_matrix[:, :n]
+                for j, m, lo, hi in terms:
+                    scores += _weighted(m, matrix[j], lo, hi)
         else:
             scores = -table.base_penalty[:n]
-        for multiplier, raw, floor in raws:
+        for factor, raw, floor in raws:
             w_lo = min(floor, float(raw.min(where=mask, initial=np.inf)))
             w_hi = float(raw.max(where=mask, initial=-np.inf))
             if w_hi > w_lo:
-                scores += (multiplier / (w_hi - w_lo)) * raw
+                scores += _weighted(factor, raw, w_lo, w_hi)
         top: list[int] = []
         pushed_out = False
         while len(top) < want:
@@ -558,8 +716,9 @@ class Ranker:
     def _ranked_among(
         self,
         rows: NDArray[np.intp],
-        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
         want: int,
+        per_row: RowMultipliers | None = None,
     ) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
 
@@ -568,7 +727,7 @@ class Ranker:
         product may round a score's last bit unlike the full table's, so
         only hosts whose scores differ by about 1e-16 could swap places.
         """
-        scores = self._scores_among(rows, raws)
+        scores = self._scores_among(rows, raws, per_row)
         if want <= self.shortcut_max_want:
             top: list[int] = []
             for _ in range(min(want, rows.size)):
@@ -585,7 +744,8 @@ class Ranker:
     def _scores_among(
         self,
         rows: NDArray[np.intp],
-        raws: Sequence[tuple[float, NDArray[np.float64], float]],
+        raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
+        per_row: RowMultipliers | None = None,
         *,
         exact: bool = False,
     ) -> NDArray[np.float64]:
@@ -605,6 +765,7 @@ class Ranker:
                 m / (hi - lo) if hi > lo else 0.0
                 for m, lo, hi in zip(multipliers, los, his, strict=True)
             ]
+            terms = [] if per_row is None else self._per_row_terms(per_row, coefs, his, los, 0)
             if exact:
                 scores = np.zeros(rows.size, dtype=np.float64)
                 for coef, line in zip(coefs, sub, strict=True):
@@ -612,6 +773,8 @@ class Ranker:
                         scores += coef * line
             else:
                 scores = np.array(coefs) @ sub
+            for j, m, lo, hi in terms:
+                scores += _weighted(m[rows], sub[j], lo, hi)
         else:
             scores = np.zeros(rows.size, dtype=np.float64)
         for multiplier, raw, floor in raws:
@@ -619,8 +782,30 @@ class Ranker:
             w_lo = min(floor, float(values.min()))
             w_hi = float(values.max())
             if w_hi > w_lo:
-                scores += (multiplier / (w_hi - w_lo)) * values
+                scores += _weighted(_of_rows(multiplier, rows), values, w_lo, w_hi)
         return scores
+
+    def _per_row_terms(
+        self,
+        per_row: RowMultipliers,
+        coefs: list[float],
+        his: Sequence[float],
+        los: Sequence[float],
+        first: int = 1,
+    ) -> list[tuple[int, NDArray[np.float64], float, float]]:
+        """Take the matrix columns whose multiplier is per row out of the product
+        (their coefficient in ``coefs``, from index ``first``, becomes 0) and return
+        each one's (column, multipliers, lo, hi) to add with :func:`_weighted`
+        (none when hi <= lo: every weight is 0)."""
+        terms: list[tuple[int, NDArray[np.float64], float, float]] = []
+        for j, m in enumerate(per_row.columns):
+            if m is not None:
+                coefs[first + j] = 0.0
+                hi = his[j]
+                lo = los[j]
+                if hi > lo:
+                    terms.append((j, m, lo, hi))
+        return terms
 
     def filter_counts(self, ctx: PlacementContext) -> tuple[int, dict[str, int]]:
         """The live hosts, and how many of them each filter removed (each host
@@ -681,8 +866,9 @@ class Ranker:
         :meth:`_ranked` and the fast paths compute in their own ways: over
         the hosts that pass every filter, ``(value - lo) / (hi - lo)`` with
         ``lo`` the lowest value or the weigher's ``minval`` when lower, and 0
-        for all when ``hi <= lo``. The weights of a row sum to the score it
-        was ranked by, up to rounding.
+        for all when ``hi <= lo``, times the weigher's multiplier for that
+        host (an aggregate's, else the configured one). The weights of a row
+        sum to the score it was ranked by, up to rounding and a constant.
         """
         table = self.table
         spec = ctx.spec
@@ -693,7 +879,11 @@ class Ranker:
         index = np.asarray(rows, dtype=np.intp)
         weights: list[dict[str, float]] = [{} for _ in rows]
         for w in weighers:
-            if w.multiplier == 0:
+            multiplier = row_multipliers(w, table, ctx.aggregates)
+            if not isinstance(multiplier, np.ndarray):
+                if multiplier == 0:
+                    continue
+            elif not multiplier[index].any():
                 continue
             raw = w.weigh_all(table, ctx)
             values = np.zeros(index.size) if raw is None else np.asarray(raw, dtype=np.float64)
@@ -704,7 +894,8 @@ class Ranker:
                 scaled = (values[index] - lo) / (hi - lo) if hi > lo else np.zeros(index.size)
             else:
                 scaled = np.zeros(index.size)
-            for weight, value in zip(weights, (scaled * w.multiplier).tolist(), strict=True):
+            weighed = scaled * _of_rows(multiplier, index)
+            for weight, value in zip(weights, weighed.tolist(), strict=True):
                 weight[w.name] = weight.get(w.name, 0.0) + value
         return int(np.count_nonzero(passing)), weights
 

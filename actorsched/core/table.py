@@ -92,6 +92,12 @@ HEADROOM_COLUMNS = ("ram_headroom", "cpu_headroom", "disk_headroom")
 # Derived columns the built-in weighers read. The ones in use are rows of the
 # table's ``score_matrix`` so that scoring every host is one matrix product.
 WEIGH_COLUMNS = ("free_ram", "vcpu_headroom", "free_disk", "num_io_ops", "num_instances")
+# The rows of ``HostTable.ratios``, each row's allocation ratios: those the
+# resource filters use (an aggregate's when its Aggregate*Filter is on, else
+# the host's own), then the host's own cpu ratio, the CPU weigher's (Nova's
+# CPUWeigher reads host_state.cpu_allocation_ratio: its report's or the
+# configured one, never an aggregate's).
+RATIO_ROWS = ("ram", "cpu", "disk", "own_cpu")
 # Subtracted from the scores (added to the minimum's candidates) of rows that
 # must not win: far beyond any real figure, yet finite so sums stay ordered.
 OUT_OF_REACH = 1e300
@@ -101,6 +107,8 @@ _DIRTY_LIMIT = 16
 
 
 _INF = float("inf")
+# a row's allocation ratios, in RATIO_ROWS order
+Ratios = tuple[float, float, float, float]
 
 
 # np.minimum and np.where for one row's scalars (a refresh runs on every claim:
@@ -151,13 +159,13 @@ class HostTable:
         # zero figures, out of reach of every extreme and every score.
         self._views_failed = [-np.inf] * in_use + [np.inf] * in_use
         self._derived_empty = [-np.inf] * 3 + [OUT_OF_REACH] + [0.0] * w + self._views_failed
-        # The configured allocation ratios, and each row's own (``ratios``: one
-        # column per row, (ram, cpu, disk)); ``custom_ratios`` holds the rows whose
+        # The configured allocation ratios, and each row's (``ratios``: one
+        # column per row, the RATIO_ROWS); ``custom_ratios`` holds the rows whose
         # ratios differ from the configured ones (a host's reported ratio, an
         # aggregate's), so a refresh of any other row reads no array for them.
-        self.default_ratios: tuple[float, float, float] = (ram_ratio, cpu_ratio, disk_ratio)
-        self.custom_ratios: dict[int, tuple[float, float, float]] = {}
-        self.ratios: NDArray[np.float64] = np.zeros((3, 0), dtype=np.float64)
+        self.default_ratios: Ratios = (ram_ratio, cpu_ratio, disk_ratio, cpu_ratio)
+        self.custom_ratios: dict[int, Ratios] = {}
+        self.ratios: NDArray[np.float64] = np.zeros((len(RATIO_ROWS), 0), dtype=np.float64)
         # the membership id of each row's host aggregates (aggregates.py; 0: none)
         self.agg_set: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         # membership id -> its aggregates' names (the engine's AggregateBook list;
@@ -244,7 +252,7 @@ class HostTable:
         self.zone = grown(self.zone)  # type: ignore[assignment]
         self.reported_zone = grown(self.reported_zone)  # type: ignore[assignment]
         self.agg_set = grown(self.agg_set)  # type: ignore[assignment]
-        ratios = np.empty((3, capacity), dtype=np.float64)
+        ratios = np.empty((len(RATIO_ROWS), capacity), dtype=np.float64)
         ratios[:, :old] = self.ratios[:, :old]
         ratios[:, old:] = np.array(self.default_ratios)[:, None]
         self.ratios = ratios
@@ -457,8 +465,8 @@ class HostTable:
             return self.floats[name][: self.n]
         return self.ints[name][: self.n]
 
-    def set_ratios(self, row: int, ratios: tuple[float, float, float]) -> bool:
-        """Give ``row`` its own allocation ratios (ram, cpu, disk); True when they
+    def set_ratios(self, row: int, ratios: Ratios) -> bool:
+        """Give ``row`` its own allocation ratios (the RATIO_ROWS); True when they
         changed. The caller refreshes the row."""
         if ratios == self.custom_ratios.get(row, self.default_ratios):
             return False
@@ -472,7 +480,7 @@ class HostTable:
     def _derive(
         self,
         raw: Any,
-        ratios: tuple[Any, Any, Any],
+        ratios: tuple[Any, Any, Any, Any],
         least: Any = _least,
         where: Any = _either,
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
@@ -489,7 +497,12 @@ class HostTable:
         ratio - used (Placement's capacity), and never more than the host's own
         total before the ratio (an instance may not overcommit against
         itself). A host that reports 0 vCPUs takes any number (CoreFilter
-        fails safe: "VCPUs not set; assuming CPU collection broken")."""
+        fails safe: "VCPUs not set; assuming CPU collection broken").
+
+        The weigher figures have no ratio but the CPU weigher's, which is the
+        host's own (the last of the RATIO_ROWS), as Nova's weighers read
+        ``free_ram_mb``, ``vcpus_total x cpu_allocation_ratio - vcpus_used``
+        and ``free_disk_mb``."""
         (
             _generation,
             mem_total,
@@ -510,7 +523,7 @@ class HostTable:
             released_disk,
             released,
         ) = raw
-        ram_ratio, cpu_ratio, disk_ratio = ratios
+        ram_ratio, cpu_ratio, disk_ratio, own_cpu_ratio = ratios
         usable_mem = mem_total - mem_reserved
         used_mem = mem_used + claimed_mem - released_mem
         used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
@@ -518,6 +531,10 @@ class HostTable:
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
         vcpus_free = vcpus_total * cpu_ratio - used_vcpus
+        # the same ratio object (most rows, the configured ratios): the same figure
+        own_vcpus_free = (
+            vcpus_free if own_cpu_ratio is cpu_ratio else vcpus_total * own_cpu_ratio - used_vcpus
+        )
         headroom = (
             least(mem_total, usable_mem * ram_ratio - used_mem),
             where(vcpus_total == 0, _INF, least(vcpus_total, vcpus_free)),
@@ -526,7 +543,7 @@ class HostTable:
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
-            vcpus_free,  # vcpu_headroom, as Nova's CPUWeigher
+            own_vcpus_free,  # vcpu_headroom, as Nova's CPUWeigher
             disk_total - used_disk,  # free_disk
             num_io_ops,
             num_instances,
@@ -623,10 +640,10 @@ class HostTable:
         The same arithmetic in the same order as :meth:`refresh` (int64 sums,
         then float64 products), so the figures are the same to the last bit.
         """
-        ratios: tuple[Any, Any, Any] = self.default_ratios
+        ratios: tuple[Any, Any, Any, Any] = self.default_ratios
         if self.custom_ratios:
-            ram, cpu, disk = self.ratios[:, index]
-            ratios = (ram, cpu, disk)
+            ram, cpu, disk, own_cpu = self.ratios[:, index]
+            ratios = (ram, cpu, disk, own_cpu)
         headroom, ordered, num_instances, num_io_ops = self._derive(
             self.raw[index].T, ratios, np.minimum, np.where
         )

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..models import HostState
-from .table import INT_COLUMNS, HostTable
+from .table import INT_COLUMNS, RATIO_ROWS, HostTable
 
 __all__ = ["HostStatesImage", "ImageBuffers", "capture_host_states", "host_state"]
 
@@ -42,6 +42,10 @@ _INTS = (
 )
 _INT_INDEX = {name: INT_COLUMNS.index(name) for name in _INTS}
 _FLOATS = ("free_ram", "free_disk", "num_instances", "num_io_ops", "reported_at")
+# the ratios a HostState shows: the resource filters' (ram, cpu, disk), the
+# first of the table's RATIO_ROWS
+_SHOWN_RATIOS = 3
+assert RATIO_ROWS[:_SHOWN_RATIOS] == ("ram", "cpu", "disk")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,7 @@ class ImageBuffers:
             floats=np.empty((len(_FLOATS), rows), dtype=np.float64),
             enabled=np.empty(rows, dtype=np.bool_),
             zone=np.empty(rows, dtype=np.int32),
-            ratios=np.empty((3, rows), dtype=np.float64),
+            ratios=np.empty((_SHOWN_RATIOS, rows), dtype=np.float64),
             agg_set=np.empty(rows, dtype=np.int32),
         )
         # written, not np.zeros: calloc'd pages are mapped lazily, on first write
@@ -183,7 +187,7 @@ def capture_host_states(
             floats=np.empty((len(_FLOATS), count), dtype=np.float64),
             enabled=np.empty(count, dtype=np.bool_),
             zone=np.empty(count, dtype=np.int32),
-            ratios=np.empty((3, count), dtype=np.float64),
+            ratios=np.empty((_SHOWN_RATIOS, count), dtype=np.float64),
             agg_set=np.empty(count, dtype=np.int32),
         )
     raw = into.raw[:count]
@@ -197,7 +201,7 @@ def capture_host_states(
     zone = into.zone[:count]
     np.copyto(zone, table.zone[rows])
     ratios = into.ratios[:, :count]
-    np.copyto(ratios, table.ratios[:, rows])
+    np.copyto(ratios, table.ratios[:_SHOWN_RATIOS, rows])
     agg_set = into.agg_set[:count]
     np.copyto(agg_set, table.agg_set[rows])
     names, traits = table.shared_lists()  # not copied: the table copies on its next write
@@ -239,7 +243,7 @@ def host_state(table: HostTable, row: int) -> HostState:
         zone=table.zone[rows],
         zone_names=table.zone_names,
         traits_list=table.host_traits,
-        ratios=table.ratios[:, rows],
+        ratios=table.ratios[:_SHOWN_RATIOS, rows],
         agg_set=table.agg_set[rows],
         membership_names=table.membership_names,
         next_row=None,

@@ -22,6 +22,14 @@ The protocol (also how a user plugs in a weigher)::
             return table.column("free_ram")     # one float per row [:table.n]
 
 Return ``None`` when the weigher has nothing to say for this request.
+
+A weigher may also name a ``multiplier_key``: an aggregate metadata key
+that overrides its multiplier for the hosts of that aggregate, as Nova's
+weighers read theirs through ``utils.get_weight_multiplier`` (19.0.0 and
+later; see :func:`row_multipliers`). Each built-in weigher names its
+config option's, ``ram_weight_multiplier`` and so on. Normalization is
+over the hosts as before; only the multiplier is per host, so a host's
+weight is ``multiplier(host) x (value - lo) / (hi - lo)``.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..models import SchedulerConfig
+from .aggregates import AggregateBook
 from .filters import PlacementContext, group_members
 from .table import HostTable
 
@@ -40,6 +49,8 @@ __all__ = [
     "HostWeigher",
     "SoftGroupWeigher",
     "builtin_weighers",
+    "multiplier_key",
+    "row_multipliers",
     "weigher_floor",
 ]
 
@@ -66,6 +77,31 @@ def weigher_floor(weigher: HostWeigher) -> float:
     return np.inf if minval is None else float(minval)
 
 
+def multiplier_key(weigher: HostWeigher) -> str | None:
+    """The aggregate metadata key that overrides ``weigher``'s multiplier, or None
+    (``multiplier_key`` is optional in the protocol, as ``minval`` is)."""
+    key: str | None = getattr(weigher, "multiplier_key", None)
+    return key
+
+
+def row_multipliers(
+    weigher: HostWeigher, table: HostTable, aggregates: AggregateBook | None
+) -> float | FloatColumn:
+    """``weigher``'s multiplier for each row ``[:table.n]``, or its own multiplier
+    when that is every row's (no aggregate has its key: the common case).
+
+    Nova's ``utils.get_weight_multiplier``: the ``multiplier_key`` values of
+    the host's aggregates, the smallest when several name one, else (none,
+    or one that is not a number) the configured multiplier.
+    """
+    key = multiplier_key(weigher)
+    if aggregates is None or key is None or not aggregates.has(key):
+        return weigher.multiplier
+    by_membership = aggregates.multipliers(key, weigher.multiplier)
+    per_row: FloatColumn = by_membership[table.agg_set[: table.n]]
+    return per_row
+
+
 class ColumnWeigher:
     """A weigher whose raw values are one of the table's weigher columns.
 
@@ -74,6 +110,7 @@ class ColumnWeigher:
 
     column = ""
     minval: float | None = 0.0
+    multiplier_key: str | None = None
 
     def __init__(self, name: str, multiplier: float) -> None:
         self.name = name
@@ -84,27 +121,35 @@ class ColumnWeigher:
 
 
 class RAMWeigher(ColumnWeigher):
-    """Free RAM (Nova's ``free_ram_mb``): spread by default, stack with a negative multiplier."""
+    """Free RAM (Nova's ``free_ram_mb``, no ratio): spread by default, stack with a
+    negative multiplier."""
 
     column = "free_ram"
+    multiplier_key = "ram_weight_multiplier"
 
 
 class CPUWeigher(ColumnWeigher):
-    """Free vCPUs with the allocation ratio applied, as Nova's CPUWeigher."""
+    """Free vCPUs with the host's own allocation ratio applied, as Nova's CPUWeigher
+    (``vcpus_total x cpu_allocation_ratio - vcpus_used``): the ratio its report
+    gives, else the configured one, never an aggregate's (AggregateCoreFilter's
+    ratio is the filter's alone)."""
 
     column = "vcpu_headroom"
+    multiplier_key = "cpu_weight_multiplier"
 
 
 class DiskWeigher(ColumnWeigher):
     """Free local disk (no ratio), as Nova's DiskWeigher."""
 
     column = "free_disk"
+    multiplier_key = "disk_weight_multiplier"
 
 
 class IoOpsWeigher(ColumnWeigher):
     """Concurrent I/O operations; the default multiplier -1.0 prefers idle hosts."""
 
     column = "num_io_ops"
+    multiplier_key = "io_ops_weight_multiplier"
 
 
 class NumInstancesWeigher(ColumnWeigher):
@@ -115,6 +160,7 @@ class NumInstancesWeigher(ColumnWeigher):
 
     column = "num_instances"
     minval = None
+    multiplier_key = "num_instances_weight_multiplier"
 
 
 class SoftGroupWeigher:
@@ -122,6 +168,7 @@ class SoftGroupWeigher:
 
     policy = ""
     sign = 1.0
+    multiplier_key: str | None = None
 
     def __init__(self, name: str, multiplier: float) -> None:
         self.name = name
@@ -144,6 +191,7 @@ class ServerGroupSoftAffinityWeigher(SoftGroupWeigher):
     """More group members on a host -> higher weight."""
 
     policy = "soft-affinity"
+    multiplier_key = "soft_affinity_weight_multiplier"
 
 
 class ServerGroupSoftAntiAffinityWeigher(SoftGroupWeigher):
@@ -151,6 +199,7 @@ class ServerGroupSoftAntiAffinityWeigher(SoftGroupWeigher):
 
     policy = "soft-anti-affinity"
     sign = -1.0
+    multiplier_key = "soft_anti_affinity_weight_multiplier"
 
 
 def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:

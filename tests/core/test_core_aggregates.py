@@ -322,6 +322,29 @@ def test_aggregate_filter_value_error(resource: str) -> None:
 
 
 @pytest.mark.parametrize("resource", sorted(RATIO_FILTERS))
+def test_aggregate_filter_ratio_of_zero(resource: str) -> None:
+    """An aggregate ratio "0" is 0.0, as Nova's validate_num_values reads it (Nova 34's
+    filters/test_utils.py test_validate_num_values: ``f({"1"}, cast_to=float) == 1.0``,
+    the smallest of several: ``f({"10", "9"}) == 9``); Nova 18's Aggregate*Filter then
+    takes ``total x 0 - used``: nothing of that resource, whatever the host's own ratio
+    (RamFilter: usable_ram = memory_mb_limit - used_ram_mb; CoreFilter: free_vcpus =
+    vcpus_total x ratio - vcpus_used; DiskFilter likewise)."""
+    name, key, field, _ = RATIO_FILTERS[resource]
+    core = _ratio_core()
+    core.update_host(make_report("h1", 2, **{key: 1.5}), 1.0)
+    core.create_aggregate("a1", {key: "10"}, ["h1"])
+    core.create_aggregate("a2", {key: "0"}, ["h1"])
+    assert _effective(core, resource) == 0.0
+    others = {"memory_mb": 0, "vcpus": 0, "disk_gb": 0}
+    with pytest.raises(NoValidHost, match=f"{name} removed 1"):
+        core.select_destinations(make_spec("one", **{**others, field: 1}), 2.0)
+    # asking none of it still passes a host that uses none (0 x total - 0 >= 0, as Nova)
+    assert _passing(core, **others) == {"h1"}
+    core.remove_host_from_aggregate("a2", "h1")
+    assert _effective(core, resource) == 10.0
+
+
+@pytest.mark.parametrize("resource", sorted(RATIO_FILTERS))
 def test_aggregate_filter_default_value(resource: str) -> None:
     """Nova: test_aggregate_{ram,core,disk}_filter_default_value: no aggregate value, the
     host's ratio; then the aggregate's."""
@@ -384,6 +407,7 @@ def test_the_batch_and_the_one_report_paths_derive_the_same_bits() -> None:
     ratios = [None, 1.3, 0.7, 3.1]
 
     def reports(generation: int) -> list[Any]:
+        # the hosts from h40 on report no ratio: the batch derives them whole-array
         return [
             make_report(
                 f"h{i}",
@@ -392,16 +416,26 @@ def test_the_batch_and_the_one_report_paths_derive_the_same_bits() -> None:
                 memory_mb_used=3 * i,
                 vcpus=3 + i % 5,
                 vcpus_used=i % 3,
-                ram_allocation_ratio=ratios[i % 4],
-                cpu_allocation_ratio=ratios[(i + 1) % 4],
+                **(
+                    {}
+                    if i >= 40
+                    else {
+                        "ram_allocation_ratio": ratios[i % 4],
+                        "cpu_allocation_ratio": ratios[(i + 1) % 4],
+                    }
+                ),
             )
-            for i in range(40)
+            for i in range(60)
         ]
 
     one, batch = _core(), _core()
     for core in (one, batch):
         core.create_aggregate(
-            "dense", {"disk_allocation_ratio": "1.7"}, [f"h{i}" for i in range(0, 40, 3)]
+            "dense", {"disk_allocation_ratio": "1.7"}, [f"h{i}" for i in range(0, 60, 3)]
+        )
+        # AggregateCoreFilter's ratio, not the CPU weigher's (that stays the host's own)
+        core.create_aggregate(
+            "cores", {"cpu_allocation_ratio": "2.5"}, [f"h{i}" for i in range(1, 60, 4)]
         )
     for report in reports(1):
         one.update_host(report, 1.0)

@@ -15,8 +15,40 @@ ZONES = ("az1", "az2", "az3")
 TRAITS = ("SSD", "GPU", "AVX512")
 
 
-def _run(core: SchedulerCore, seed: int) -> list[object]:
+# Aggregates that override every built-in weigher's multiplier for some hosts,
+# the soft group weighers' and NumInstancesWeigher's (off in the config) too
+MULTIPLIER_AGGREGATES: list[tuple[str, dict[str, str], list[str]]] = [
+    (
+        "a",
+        {
+            "ram_weight_multiplier": "-0.8",
+            "num_instances_weight_multiplier": str(math.sqrt(7) / 5),
+            "soft_affinity_weight_multiplier": str(math.pi / 4),
+        },
+        [f"h{i}" for i in range(0, 80, 3)],
+    ),
+    (
+        "b",
+        {
+            "cpu_weight_multiplier": str(-math.sqrt(3) / 2),
+            "disk_weight_multiplier": "0.25",
+            "io_ops_weight_multiplier": str(math.e / 4),
+            "soft_anti_affinity_weight_multiplier": str(math.sqrt(11) / 3),
+            "num_instances_weight_multiplier": "-0.6",
+        },
+        [f"h{i}" for i in range(0, 80, 5)],
+    ),
+]
+
+
+def _run(
+    core: SchedulerCore,
+    seed: int,
+    aggregates: list[tuple[str, dict[str, str], list[str]]] | None = None,
+) -> list[object]:
     rng = random.Random(seed)
+    for name, metadata, hosts in aggregates or []:
+        core.create_aggregate(name, metadata, hosts)
     for i in range(80):
         core.update_host(
             make_report(
@@ -61,7 +93,12 @@ def _run(core: SchedulerCore, seed: int) -> list[object]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("max_attempts", [3, 20])
-def test_gathered_ranking_places_exactly_as_the_full_one(seed: int, max_attempts: int) -> None:
+@pytest.mark.parametrize(
+    "aggregates", [None, MULTIPLIER_AGGREGATES], ids=["configured", "aggregate-multipliers"]
+)
+def test_gathered_ranking_places_exactly_as_the_full_one(
+    seed: int, max_attempts: int, aggregates: list[tuple[str, dict[str, str], list[str]]] | None
+) -> None:
     # Multipliers no signed sum of which is zero: where only two hosts pass, each
     # weigher normalizes to 0 or 1, and equal multipliers would make exact ties
     # whose winner depends on the last bit of a float sum, not on the path.
@@ -78,7 +115,7 @@ def test_gathered_ranking_places_exactly_as_the_full_one(seed: int, max_attempts
     full.ranker.compress_below = 0.0  # never gather
     gathered = SchedulerCore(config)
     gathered.ranker.compress_below = 2.0  # always gather
-    a, b = _run(full, seed), _run(gathered, seed)
+    a, b = _run(full, seed, aggregates), _run(gathered, seed, aggregates)
     assert a == b
     assert full.digest() == gathered.digest()
     assert any(isinstance(o, list) for o in a)

@@ -1,6 +1,8 @@
 """Nova 18.0.0's semantics where actorsched once differed, each pinned by a test
 named after the Nova behaviour (nova/weights.py, nova/scheduler/weights/,
-nova/scheduler/filters/, filter_scheduler.py, host_manager.py).
+nova/scheduler/filters/, filter_scheduler.py, host_manager.py); and Nova
+34.0.0's weighers (the CPU weigher's own ratio, per-aggregate multipliers),
+with the expected values of Nova 34's own unit tests.
 
 Every placement test runs through each ranking path of the core (the
 unfiltered shortcut, the full mask, the gathered copy) and through the
@@ -10,13 +12,14 @@ Nova-style baseline chain, so no fast path keeps an older rule.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 import pytest
 from conftest import make_config, make_core, make_report, make_spec, ram_only_config
 from numpy.typing import NDArray
 
-from actorsched import HostReport, NoValidHost, RequestSpec, SchedulerConfig
+from actorsched import HostReport, NoValidHost, RequestSpec, SchedulerConfig, ServerGroup
 from actorsched.baselines import NovaHostState, NovaStyleChain
 from actorsched.core import HostTable, PlacementContext, SchedulerCore
 
@@ -319,3 +322,224 @@ def test_nova_alternates_never_include_a_host_chosen_for_the_same_request(subset
             assert sel.alternates == selections[0].alternates
             assert not chosen & set(sel.alternates)
             assert len(sel.alternates) == min(3, 6 - len(chosen))
+
+
+# -- Nova 34's weighers: the CPU weigher's own ratio, per-aggregate multipliers -------------
+# (nova/scheduler/weights/*.py and utils.get_weight_multiplier; expected values from
+# nova/tests/unit/scheduler/weights/test_weights_*.py, each test named below)
+
+# Every built-in weigher off but the one a test sets, all four hosts ranked (1 + 3 alternates).
+ONE_WEIGHER = {
+    "ram_weight_multiplier": 0.0,
+    "cpu_weight_multiplier": 0.0,
+    "disk_weight_multiplier": 0.0,
+    "io_ops_weight_multiplier": 0.0,
+    "num_instances_weight_multiplier": 0.0,
+    "soft_affinity_weight_multiplier": 0.0,
+    "soft_anti_affinity_weight_multiplier": 0.0,
+    "max_attempts": 4,
+}
+# a request every host of these tests passes: what is weighed is all that counts
+NOTHING = {"memory_mb": 0, "vcpus": 0, "disk_gb": 0}
+Aggregates = list[tuple[str, dict[str, str], list[str]]]
+
+
+def _weighed(
+    config: SchedulerConfig,
+    reports: list[HostReport],
+    spec: RequestSpec,
+    path: Callable[[SchedulerCore], None],
+    aggregates: Aggregates | None = None,
+) -> tuple[str, dict[str, float]]:
+    """The host ``spec``'s first instance goes to, and each host's total weight as
+    the plan explains it (what Nova's ``weighed_host.weight`` is)."""
+    core = make_core(config)
+    path(core)
+    for report in reports:
+        core.update_host(report, now=0.0)
+    for name, metadata, hosts in aggregates or []:
+        core.create_aggregate(name, metadata, hosts)
+    first = core.plan(spec, now=1.0).instances[0]
+    host = core.select_destinations(spec, now=1.0)[0].host
+    assert first.host == host
+    return host, {c.host: c.total for c in first.candidates}
+
+
+def _cpu_hosts() -> list[HostReport]:
+    """test_weights_cpu.py _get_all_hosts: vCPUs free 0, 2, 6 and 16 (8 x its own 2.0)."""
+    return [
+        make_report("host1", vcpus=8, vcpus_used=8, cpu_allocation_ratio=1.0),
+        make_report("host2", vcpus=4, vcpus_used=2, cpu_allocation_ratio=1.0),
+        make_report("host3", vcpus=6, vcpus_used=0, cpu_allocation_ratio=1.0),
+        make_report("host4", vcpus=8, vcpus_used=0, cpu_allocation_ratio=2.0),
+    ]
+
+
+_AGGREGATE_CORE = [
+    "AggregateCoreFilter" if name == "CoreFilter" else name
+    for name in make_config().enabled_filters
+]
+
+
+@PATHS
+def test_nova_cpu_weigher_uses_the_hosts_own_ratio_never_an_aggregates(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # test_weights_cpu.py test_multiplier_default: host4 wins with 1.0 (16 free of the
+    # highest 16). host3's aggregate ratio 4.0 is AggregateCoreFilter's alone: Nova's
+    # CPUWeigher reads host_state.cpu_allocation_ratio (6 free, not 24).
+    config = make_config(
+        **{**ONE_WEIGHER, "cpu_weight_multiplier": 1.0}, enabled_filters=_AGGREGATE_CORE
+    )
+    dense: Aggregates = [("dense", {"cpu_allocation_ratio": "4.0"}, ["host3"])]
+    host, weights = _weighed(config, _cpu_hosts(), make_spec("vm1", **NOTHING), path, dense)
+    assert host == "host4"
+    assert weights == pytest.approx({"host4": 1.0, "host3": 6 / 16, "host2": 2 / 16, "host1": 0})
+    # and the brief's case: 8 vCPUs at the aggregate's 4.0 against 10 of the host's own 1.0
+    reports = [make_report("eight", vcpus=8), make_report("ten", vcpus=10)]
+    config = make_config(
+        **{**ONE_WEIGHER, "cpu_weight_multiplier": 1.0},
+        cpu_allocation_ratio=1.0,
+        enabled_filters=_AGGREGATE_CORE,
+    )
+    four: Aggregates = [("four", {"cpu_allocation_ratio": "4.0"}, ["eight"])]
+    assert _weighed(config, reports, make_spec("vm1", vcpus=1), path, four)[0] == "ten"
+
+
+def _ram_hosts() -> list[HostReport]:
+    """test_weights_ram.py _get_all_hosts: free RAM 512, 1024, 3072 and 8192 MB."""
+    return [
+        make_report(f"host{i}", memory_mb=8192, memory_mb_used=8192 - free)
+        for i, free in enumerate((512, 1024, 3072, 8192), start=1)
+    ]
+
+
+def _disk_hosts() -> list[HostReport]:
+    """test_weights_disk.py _get_all_hosts: free disk 5120, 10240, 30720, 81920 MB."""
+    return [
+        make_report(f"host{i}", local_gb=80, local_gb_used=80 - free_mb // 1024)
+        for i, free_mb in enumerate((5120, 10240, 30720, 81920), start=1)
+    ]
+
+
+def _io_hosts() -> list[HostReport]:
+    """test_weights_ioopsweight.py _get_all_hosts: 1, 2, 0 and 4 I/O operations."""
+    return [make_report(f"host{i}", num_io_ops=io) for i, io in enumerate((1, 2, 0, 4), start=1)]
+
+
+ALL_FOUR = ["host1", "host2", "host3", "host4"]
+
+
+@PATHS
+@pytest.mark.parametrize(
+    ("option", "configured", "hosts"),
+    [
+        ("cpu_weight_multiplier", -1.0, _cpu_hosts),  # test_weights_cpu.py
+        ("ram_weight_multiplier", -1.0, _ram_hosts),  # test_weights_ram.py
+        ("disk_weight_multiplier", -1.0, _disk_hosts),  # test_weights_disk.py
+        ("io_ops_weight_multiplier", 0.0, _io_hosts),  # test_weights_ioopsweight.py
+    ],
+)
+def test_nova_weigher_host_with_agg(
+    path: Callable[[SchedulerCore], None],
+    option: str,
+    configured: float,
+    hosts: Callable[[], list[HostReport]],
+) -> None:
+    # test_host_with_agg: the configured multiplier would stack (-1.0) or ignore (0.0);
+    # every host's aggregate says 1.5, so host4 (the most free, or the most I/O) wins
+    # with weight 1.0 x 1.5
+    config = make_config(**{**ONE_WEIGHER, option: configured})
+    aggregate: Aggregates = [("foo", {option: "1.5"}, ALL_FOUR)]
+    host, weights = _weighed(config, hosts(), make_spec("vm1", **NOTHING), path, aggregate)
+    assert host == "host4"
+    assert weights["host4"] == pytest.approx(1.5)
+    if configured:  # and without the aggregate, the configured multiplier's host
+        assert _weighed(config, hosts(), make_spec("vm1", **NOTHING), path)[0] == "host1"
+
+
+def _group_hosts() -> tuple[list[HostReport], list[str]]:
+    """test_weights_affinity.py _get_all_hosts: members of the group 1, 4, 0 and 2 (the
+    group's ``hosts``: one entry per member actorsched did not place)."""
+    reports = [make_report(host) for host in ALL_FOUR]
+    return reports, ["host1", *["host2"] * 4, "host4", "host4"]
+
+
+@pytest.mark.parametrize("path", [_full_mask, _gathered])
+@pytest.mark.parametrize(
+    ("policy", "option", "expected"),
+    [
+        ("soft-affinity", "soft_affinity_weight_multiplier", "host2"),
+        ("soft-anti-affinity", "soft_anti_affinity_weight_multiplier", "host3"),
+    ],
+)
+def test_nova_soft_affinity_weighers_host_with_agg(
+    path: Callable[[SchedulerCore], None],
+    policy: Literal["soft-affinity", "soft-anti-affinity"],
+    option: str,
+    expected: str,
+) -> None:
+    # test_weights_affinity.py Soft{,Anti}AffinityWeigherTestCase.test_host_with_agg:
+    # configured 0.0 (the weigher is off), the aggregate's 1.5 turns it on for its
+    # hosts: host2 (most members) or host3 (none) wins with 1.5
+    reports, members = _group_hosts()
+    group = ServerGroup(id="g", policy=policy, hosts=members)
+    spec = make_spec("vm1", **NOTHING, group=group)
+    config = make_config(**ONE_WEIGHER)
+    aggregate: Aggregates = [("foo", {option: "1.5"}, ALL_FOUR)]
+    host, weights = _weighed(config, reports, spec, path, aggregate)
+    assert host == expected
+    assert weights[expected] == pytest.approx(1.5)
+
+
+@PATHS
+@pytest.mark.parametrize(
+    ("values", "multiplier"),
+    [
+        # test_weights_cpu.py test_cpu_weigher_multiplier (ram, disk, io_ops alike)
+        (["2"], 2.0),
+        (["2", "1.5"], 1.5),  # in several aggregates: the smallest
+        # test_utils.py test_get_weight_multiplier
+        (["invalid"], -1.0),  # not a number: the configured one
+        (["1.9"], 1.9),
+        (["1.9", "1.8"], 1.8),
+        (["1.9", "invalid"], -1.0),  # validate_num_values raises for the whole set
+    ],
+)
+def test_nova_get_weight_multiplier(
+    path: Callable[[SchedulerCore], None], values: list[str], multiplier: float
+) -> None:
+    # only host4 is in the aggregates: its weight (1.0, the most free vCPUs) times its
+    # multiplier; the other hosts keep the configured -1.0
+    config = make_config(**{**ONE_WEIGHER, "cpu_weight_multiplier": -1.0})
+    aggregates: Aggregates = [
+        (f"agg{i}", {"cpu_weight_multiplier": value}, ["host4"]) for i, value in enumerate(values)
+    ]
+    host, weights = _weighed(config, _cpu_hosts(), make_spec("vm1", **NOTHING), path, aggregates)
+    assert weights["host4"] == pytest.approx(multiplier)
+    assert weights["host3"] == pytest.approx(-6 / 16)
+    assert host == ("host4" if multiplier > 0 else "host1")
+
+
+@PATHS
+@pytest.mark.parametrize("configured", [0.0, 0.5])
+def test_nova_a_multiplier_per_host_multiplies_the_normalized_weight(
+    path: Callable[[SchedulerCore], None], configured: float
+) -> None:
+    # nova/weights.py: weight += multiplier(host) x normalized. NumInstancesWeigher has
+    # no minval: 1, 2 and 3 instances normalize to 0, 0.5 and 1. "few" is in an
+    # aggregate of multiplier 10: 10 x 0 = 0 (not 10 x 1/2, which would win); "many"
+    # in one of 1.0; "mid" keeps the configured one (off, or 0.5 x 0.5)
+    reports = [
+        make_report("few", instances=["a"]),
+        make_report("mid", instances=["b", "c"]),
+        make_report("many", instances=["d", "e", "f"]),
+    ]
+    config = make_config(**{**ONE_WEIGHER, "num_instances_weight_multiplier": configured})
+    aggregates: Aggregates = [
+        ("ten", {"num_instances_weight_multiplier": "10"}, ["few"]),
+        ("one", {"num_instances_weight_multiplier": "1.0"}, ["many"]),
+    ]
+    host, weights = _weighed(config, reports, make_spec("vm1", **NOTHING), path, aggregates)
+    assert host == "many"
+    assert weights == pytest.approx({"many": 1.0, "mid": configured * 0.5, "few": 0.0})

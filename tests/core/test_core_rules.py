@@ -288,12 +288,16 @@ def test_a_cpu_ratio_alone_in_a_large_batch_of_reports_counts() -> None:
     assert selection.host == "h4"
 
 
-def test_an_aggregate_ratio_of_zero_is_not_a_ratio_and_the_hosts_own_counts() -> None:
+def test_an_aggregate_ratio_of_zero_is_a_ratio_and_the_host_takes_nothing() -> None:
+    # Nova's validate_num_values reads "0" as 0.0 (see test_core_aggregates'
+    # test_aggregate_filter_ratio_of_zero); a value that is not finite falls back
     config = make_config(enabled_filters=["ComputeFilter", "AggregateRamFilter"])
     core = make_core(config)
     core.update_host(make_report("h1", memory_mb=1024), 1.0)
     core.create_aggregate("zero", {"ram_allocation_ratio": "0"}, ("h1",))
-    # ratio 0 would take nothing; ignored, the configured 1.0 takes 1,000 MB
+    with pytest.raises(NoValidHost, match="AggregateRamFilter removed 1"):
+        core.select_destinations(make_spec("vm-1", memory_mb=1), 1.0)
+    core.update_aggregate("zero", {"ram_allocation_ratio": "inf"})  # the configured 1.0
     assert core.select_destinations(make_spec("vm-1", memory_mb=1000), 1.0)[0].host == "h1"
 
 

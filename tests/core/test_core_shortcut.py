@@ -12,6 +12,7 @@ from conftest import make_report
 from actorsched import HostReport, NoValidHost, RequestSpec, SchedulerConfig
 from actorsched.core import SchedulerCore
 from actorsched.core.filters import PlacementContext
+from actorsched.core.ranking import RowMultipliers
 from actorsched.core.table import HostTable
 
 CONFIG = SchedulerConfig(
@@ -44,7 +45,29 @@ def _report(rng: random.Random, host: str, generation: int) -> HostReport:
     )
 
 
-def _run(core: SchedulerCore, seed: int) -> list[object]:
+# Aggregates that override multipliers of weighers in use for some hosts (h10 to
+# h14 are in both: the smallest counts; h30 to h35's value is no number: the
+# configured one): the shortcut then scores with a multiplier per row.
+MULTIPLIER_AGGREGATES: list[tuple[str, dict[str, str], list[str]]] = [
+    (
+        "stack",
+        {"ram_weight_multiplier": "-0.8", "disk_weight_multiplier": str(math.pi / 7)},
+        [f"h{i}" for i in range(15)],
+    ),
+    (
+        "busy",
+        {"io_ops_weight_multiplier": str(math.e / 5), "ram_weight_multiplier": "0.3"},
+        [f"h{i}" for i in range(10, 25)],
+    ),
+    ("bad", {"cpu_weight_multiplier": "x"}, [f"h{i}" for i in range(30, 36)]),
+]
+
+
+def _run(
+    core: SchedulerCore,
+    seed: int,
+    aggregates: list[tuple[str, dict[str, str], list[str]]] | None = None,
+) -> list[object]:
     """Requests (mostly with no zone or hints) mixed with reports, releases,
     removals, hosts falling silent, and a clock that once goes back."""
     rng = random.Random(seed)
@@ -53,6 +76,8 @@ def _run(core: SchedulerCore, seed: int) -> list[object]:
     for host in generation:
         generation[host] += 1
         core.update_host(_report(rng, host, generation[host]), now=now)
+    for name, metadata, hosts in aggregates or []:
+        core.create_aggregate(name, metadata, hosts)
     outcomes: list[object] = []
     for k in range(400):
         now += rng.choice([0.0, 0.5, 2.0])
@@ -85,20 +110,25 @@ def _run(core: SchedulerCore, seed: int) -> list[object]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_shortcut_places_exactly_as_the_full_mask(seed: int) -> None:
+@pytest.mark.parametrize(
+    "aggregates", [None, MULTIPLIER_AGGREGATES], ids=["configured", "aggregate-multipliers"]
+)
+def test_shortcut_places_exactly_as_the_full_mask(
+    seed: int, aggregates: list[tuple[str, dict[str, str], list[str]]] | None
+) -> None:
     plain = SchedulerCore(CONFIG)
     plain.ranker.shortcut = False
     fast = SchedulerCore(CONFIG)
     answered: list[bool] = []
     unfiltered = fast.ranker._top_unfiltered
 
-    def spy(ctx: PlacementContext, want: int) -> list[int] | None:
-        top = unfiltered(ctx, want)
+    def spy(ctx: PlacementContext, want: int, per_row: RowMultipliers | None) -> list[int] | None:
+        top = unfiltered(ctx, want, per_row)
         answered.append(top is not None)
         return top
 
     fast.ranker._top_unfiltered = spy  # type: ignore[method-assign]
-    a, b = _run(plain, seed), _run(fast, seed)
+    a, b = _run(plain, seed, aggregates), _run(fast, seed, aggregates)
     assert a == b
     assert plain.digest() == fast.digest()
     # both branches of the shortcut ran: answered, and handed over to the mask

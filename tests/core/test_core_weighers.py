@@ -109,6 +109,38 @@ def test_weights_add_up_with_their_multipliers() -> None:
     assert pick(ram=0.5, cpu=1.0) == "b"
 
 
+# -- per-aggregate multipliers (Nova's utils.get_weight_multiplier) ---------------------
+# (the expected values of Nova's own tests: test_core_nova_semantics.py)
+
+
+def test_an_aggregate_multiplier_counts_from_its_change_and_for_its_hosts_only() -> None:
+    core = _core(ram_only_config(ram_weight_multiplier=-1.0))  # stack: the fullest first
+    for host, used in (("a", 1000), ("b", 10), ("c", 3000)):
+        core.update_host(make_report(host, 1, memory_mb_used=used), now=0.0)
+    ctx = PlacementContext(make_spec(), core.config, 1.0, core.ledger, core.locate, [], None)
+    assert core.ranker._row_multipliers(ctx) is None  # no aggregate: nothing per row
+    core.create_aggregate("plain", {"ssd": "true"}, ["b"])
+    ctx.aggregates = core.aggregates
+    assert core.ranker._row_multipliers(ctx) is None  # no multiplier key: nothing either
+    assert _pick(core, "vm1") == "c"
+    core.release("vm1", now=1.0)
+    core.update_aggregate("plain", {"ram_weight_multiplier": "1.0"})  # b spreads alone
+    # free RAM 3096, 4086 and 1096 MB weigh 0.76, 1.0 and 0.27
+    assert _pick(core, "vm1") == "b"  # b 1.0 x 1.0 against c -1.0 x 0.27
+    core.release("vm1", now=1.0)
+    core.update_aggregate("plain", {"ram_weight_multiplier": "-0.5"})  # b -0.5 < c -0.27
+    assert _pick(core, "vm1") == "c"
+    core.release("vm1", now=1.0)
+    # a host that reports after joining gets its aggregate's multiplier at once
+    core.create_aggregate("late", {"ram_weight_multiplier": "5"}, ["d"])
+    core.update_host(make_report("d", 1, memory_mb_used=2000), now=1.0)
+    assert _pick(core, "vm1") == "d"
+    core.release("vm1", now=1.0)
+    core.remove_host_from_aggregate("late", "d")  # the configured -1.0 again
+    core.update_aggregate("plain", {"ram_weight_multiplier": None})
+    assert _pick(core, "vm1") == "c"
+
+
 # -- soft server-group weighers --------------------------------------------------
 
 
