@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 __all__ = [
+    "Forbidden",
     "InvalidRequest",
     "MailboxFull",
     "MaxRetriesExceeded",
@@ -69,6 +70,14 @@ class MailboxFull(SchedulerError):
     """
 
 
+class Forbidden(SchedulerError):
+    """The caller's roles do not allow this operation (or this priority); nothing changed.
+
+    The message names the operation, the caller (the broker user that sent it,
+    or ``anonymous``) and the role it lacks.
+    """
+
+
 class NotActive(SchedulerStopped):
     """This scheduler is a standby: it follows the journal and answers nothing yet."""
 
@@ -83,6 +92,7 @@ _BY_NAME: dict[str, type[SchedulerError]] = {
         MailboxFull,
         SchedulerStopped,
         NotActive,
+        Forbidden,
     )
 }
 

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Protocol
 
 import aiormq.exceptions
+from yarl import URL
 
 from . import settings
 from .amqp.metrics import MetricsServer, ServiceMetrics
 from .amqp.protocol import dead_letter_names
 from .amqp.service import SchedulerService, redact
+from .auth import Authorizer
 from .errors import SchedulerError
 from .journal import open_journal
 from .logs import configure_logging
@@ -58,6 +60,20 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
     )
 
 
+def _authorizer(settings: Settings) -> Authorizer:
+    """The ``[auth]`` table's roles; without users, serve's own broker user has them all."""
+    auth = settings.auth
+    if not auth.users:
+        own = URL(settings.service.amqp_url).user or "guest"
+        log.info(
+            "authorization: no [auth] users, so only serve's own broker user %r may do "
+            "anything; every other caller (anonymous too) is refused",
+            own,
+        )
+        return Authorizer.own(own)
+    return Authorizer(auth.users, auth.max_priority)
+
+
 # seconds between a standby's probes of its queue when it also answers Nova
 _PROBE_INTERVAL = 2.0
 
@@ -79,6 +95,7 @@ def _nova_endpoint(
         prefetch=min(settings.nova.nova_prefetch, scheduler.config.mailbox_size),
         topic=settings.nova.topic,
         metrics=metrics,
+        roles=frozenset(settings.auth.nova),
     )
     pending: set[asyncio.Task[None]] = set()
 
@@ -164,6 +181,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             metrics=metrics,
             drain_timeout=options.drain_timeout,
             probe_interval=_PROBE_INTERVAL if settings.nova_conf is not None else None,
+            authorizer=_authorizer(settings),
         )
         nova = _nova_endpoint(settings, scheduler, service, metrics)
         try:

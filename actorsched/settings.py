@@ -53,6 +53,7 @@ from .amqp.protocol import (
     DEFAULT_QUEUE,
     DEFAULT_URL,
 )
+from .auth import ROLES, Role
 from .journal import DEFAULT_SHARD
 from .models import Name, SchedulerConfig
 from .nova.conf import NovaConfig, NovaConfigError
@@ -65,6 +66,7 @@ __all__ = [
     "FLAGS",
     "SERVE_FLAGS",
     "AgentSettings",
+    "AuthSettings",
     "NovaSettings",
     "ServiceSettings",
     "Settings",
@@ -200,14 +202,38 @@ class NovaSettings(BaseModel):
     topic: Name = "scheduler"
 
 
+class AuthSettings(BaseModel):
+    """Who may do what on the bus (:mod:`actorsched.auth`): the ``[auth]`` table and
+    ``ACTORSCHED_AUTH_<FIELD>`` variables (JSON).
+
+    With no ``users``, serve's own broker user has every role and every other
+    caller (``anonymous`` too) none.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    # broker user (or "anonymous") -> its roles
+    users: dict[Name, list[Role]] = Field(default_factory=dict, max_length=10_000)
+    # role -> the highest priority its requests may ask (admin: no cap; unnamed: 0)
+    max_priority: dict[Role, int] = Field(default_factory=dict)
+    # the roles of what comes through the Nova endpoint (oslo.messaging sets no
+    # user_id: Nova's vhost and exchange permissions are its security)
+    nova: list[Role] = Field(default_factory=lambda: list(ROLES))
+
+
 _MODELS: dict[str, type[BaseModel]] = {
     "scheduler": SchedulerConfig,
     "service": ServiceSettings,
     "agent": AgentSettings,
     "nova": NovaSettings,
+    "auth": AuthSettings,
 }
 # the variables of a section: ACTORSCHED_<FIELD>, or ACTORSCHED_NOVA_<FIELD> for [nova]
-_ENV_PREFIXES = dict.fromkeys(_MODELS, ENV_PREFIX) | {"nova": f"{ENV_PREFIX}NOVA_"}
+# and ACTORSCHED_AUTH_<FIELD> for [auth]
+_ENV_PREFIXES = dict.fromkeys(_MODELS, ENV_PREFIX) | {
+    "nova": f"{ENV_PREFIX}NOVA_",
+    "auth": f"{ENV_PREFIX}AUTH_",
+}
 _ALL_NAMES = [
     name
     for section, model in _MODELS.items()
@@ -395,6 +421,7 @@ class Settings:
     service: ServiceSettings
     agent: AgentSettings
     nova: NovaSettings
+    auth: AuthSettings
     sources: Mapping[str, str]  # "section.field" -> "default", "file PATH", "$VAR" or "--flag"
     nova_conf: NovaConfig | None = None  # the nova.conf read, when nova.config names one
 

@@ -2,7 +2,9 @@
 
 It uses plain aio-pika, no actorsched client, to show what any publisher
 does: set the AMQP ``type`` property to the operation and send the JSON of a
-HostReport to the request queue. It asks for no reply (fire and forget,
+HostReport to the request queue, with ``user_id`` set to the broker user it
+logs in as (the broker checks it; ``serve`` gives that user its roles, and
+refuses a message without one). It asks for no reply (fire and forget,
 with a publisher confirm); a report whose generation is not newer than the
 last one applied is ignored by the scheduler, so sending again is harmless.
 
@@ -16,6 +18,7 @@ import asyncio
 import os
 
 import aio_pika
+from yarl import URL
 
 from actorsched import HostReport
 
@@ -59,6 +62,7 @@ async def main() -> None:
                         type="host_report",
                         content_type="application/json",
                         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                        user_id=URL(args.amqp_url).user or "guest",  # who sends it
                     ),
                     routing_key=args.queue,
                 )

@@ -23,6 +23,7 @@ from actorsched import serve as serve_command
 from actorsched.settings import (
     FLAGS,
     AgentSettings,
+    AuthSettings,
     NovaSettings,
     ServiceSettings,
     SettingsError,
@@ -82,6 +83,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "service": ServiceSettings,
     "agent": AgentSettings,
     "nova": NovaSettings,
+    "auth": AuthSettings,
 }
 
 

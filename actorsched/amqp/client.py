@@ -37,6 +37,7 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustChannel, AbstractRobustConnection
 from pydantic import BaseModel
+from yarl import URL
 
 from ..answers import ClaimInfo, ClaimsPage, Location, Plan
 from ..errors import SchedulerError, SchedulerStopped
@@ -178,6 +179,7 @@ class SchedulerClient:
         self.messages_sent = 0  # requests published (a batch is one)
         self._reconnect_interval = reconnect_interval
         self._reply_queue = f"actorsched.reply.{uuid.uuid4().hex}"
+        self.user = URL(url).user or "guest"  # the broker user the URL logs in as
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._pending: dict[str, _InFlight] = {}
@@ -599,6 +601,9 @@ class SchedulerClient:
             message_id=correlation_id,  # aiormq matches returned messages by it
             reply_to=self._reply_queue,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            # who sends it: the broker checks it is this connection's user, and the
+            # service gives that user its roles (actorsched.auth)
+            user_id=self.user,
         )
         return message, correlation_id
 

@@ -62,6 +62,13 @@ class ServiceMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.denied = Counter(
+            "actorsched_denied",
+            "Operations refused because the caller's roles do not allow them (a user the "
+            "[auth] table does not name is counted as other)",
+            ["operation", "user"],
+            registry=self.registry,
+        )
         # Nova's scheduler RPC API (serve --nova-config): methods outside Nova's API
         # are counted as "unknown", so the label's vocabulary is bounded
         self.nova_requests = Counter(

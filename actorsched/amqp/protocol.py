@@ -155,6 +155,7 @@ REASONS = (
     "not-json",
     "duplicate-keys",
     "schema",
+    "forbidden",  # the caller's roles do not allow it (actorsched.auth)
 )
 
 _R = TypeVar("_R")

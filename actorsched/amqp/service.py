@@ -69,6 +69,7 @@ from aio_pika.abc import (
 from pydantic import BaseModel
 from yarl import URL
 
+from ..auth import ANONYMOUS, Authorizer
 from ..core import (
     COMMANDS,
     AddHostToAggregate,
@@ -92,7 +93,7 @@ from ..core import (
     UpdateHost,
 )
 from ..core.views import HostStatesImage
-from ..errors import InvalidRequest, MailboxFull, SchedulerError, SchedulerStopped
+from ..errors import Forbidden, InvalidRequest, MailboxFull, SchedulerError, SchedulerStopped
 from ..journal import JournalError, JournalUnavailable
 from ..metrics import label as outcome_label
 from ..scheduler import Scheduler
@@ -283,6 +284,7 @@ class SchedulerService:
         ack_timeout: float = 5.0,
         publish_timeout: float = 10.0,
         probe_interval: float | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         mailbox = scheduler.config.mailbox_size
         if prefetch is None:
@@ -349,6 +351,8 @@ class SchedulerService:
         if probe_interval is not None and probe_interval <= 0:
             raise ValueError(f"probe_interval must be positive, got {probe_interval}")
         self._probe_interval = probe_interval
+        # who may do what (None: every caller may do everything, as embedded)
+        self.authorizer = authorizer
         self._prober: asyncio.Task[None] | None = None
 
     @property
@@ -542,6 +546,7 @@ class SchedulerService:
                     content_type=CONTENT_TYPE,
                     type="aggregates",
                     delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
+                    user_id=URL(self.url).user or "guest",  # from itself: allowed its read
                 )
                 with contextlib.suppress(*_CHANNEL_ERRORS):
                     await channel.default_exchange.publish(
@@ -656,6 +661,10 @@ class SchedulerService:
             )
         except BadMessage as bad:
             return await self._dead_letter(message, bad, cut)
+        if op.name != BATCH and (denied := self._denied(op.name, message, request)):
+            return await self._dead_letter(
+                message, BadMessage("forbidden", str(denied)), error=denied
+            )
         if op.name == BATCH:
             assert isinstance(request, BatchRequest)
             return await self._process_batch(message, request, items)
@@ -697,14 +706,16 @@ class SchedulerService:
         for index, item in enumerate(batch.requests):
             try:
                 op, request = decode_batch_item(item)
+                if denied := self._denied(op.name, message, request):
+                    raise denied
                 budget -= self._reply_estimate(op, request)
                 if budget < 0:  # refused before any work, not after a huge reply is built
                     raise self._too_large(op.name, self.max_reply_bytes - budget, "would be")
-            except (BadMessage, InvalidRequest) as bad:
+            except (BadMessage, InvalidRequest, Forbidden) as bad:
                 refused.append(f"item {index} ({item.type!r}): {bad}")
                 known = item.type in OPERATIONS and item.type != BATCH
                 labels.append(item.type if known else "unknown")
-                outcomes.append("invalid_request")
+                outcomes.append("forbidden" if isinstance(bad, Forbidden) else "invalid_request")
                 replies.append(encode_error(bad))
                 continue
             started.append((len(replies), op))
@@ -859,8 +870,28 @@ class SchedulerService:
             return None
         return channel.cut_size(message.delivery_tag)
 
+    def _denied(
+        self, operation: str, message: AbstractIncomingMessage, request: BaseModel
+    ) -> Forbidden | None:
+        """The refusal of ``operation`` for the message's broker user, counted; None: allowed."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return None
+        denied = authorizer.check(operation, message.user_id, request)
+        if denied is not None:
+            user = message.user_id or ANONYMOUS
+            # a bounded label: users the [auth] table names, else "other"
+            label = user if user in authorizer.users or user == ANONYMOUS else "other"
+            self.metrics.denied.labels(operation, label).inc()
+        return denied
+
     async def _dead_letter(
-        self, message: AbstractIncomingMessage, bad: BadMessage, cut: int | None = None
+        self,
+        message: AbstractIncomingMessage,
+        bad: BadMessage,
+        cut: int | None = None,
+        *,
+        error: SchedulerError | None = None,
     ) -> str:
         log.warning(
             "dead-lettering a bad %r message (correlation_id %s, reason %s): %s",
@@ -898,6 +929,10 @@ class SchedulerService:
             log.warning("could not dead-letter it (%s); the broker will deliver it again", exc)
             await self._nack(message)
             return "unacked"
+        if error is not None:  # refused, not malformed: the caller gets its own error
+            return await self._answer(
+                message, message.type or "unknown", encode_error(error), "forbidden"
+            )
         return await self._answer(
             message, message.type or "unknown", encode_error(bad), "bad_input"
         )

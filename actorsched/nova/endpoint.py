@@ -46,6 +46,7 @@ from aio_pika.abc import (
 from pydantic import ValidationError
 
 from ..amqp.metrics import ServiceMetrics
+from ..auth import ROLES, Role
 from ..core import GetHostStates
 from ..errors import InvalidRequest, NoValidHost, SchedulerStopped
 from ..journal import JournalError
@@ -71,6 +72,17 @@ _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
 )
 # select_destinations: the oldest API version read (4.3 carries the RequestSpec object)
 _OLDEST_SELECT = (4, 3)
+
+
+# the role each of Nova's methods needs (actorsched.auth's roles)
+_METHOD_ROLES: dict[str, Role] = {
+    "select_destinations": "place",
+    "update_aggregates": "admin",
+    "delete_aggregate": "admin",
+    "update_instance_info": "report",
+    "delete_instance_info": "report",
+    "sync_instance_info": "report",
+}
 
 
 class _Refused(Exception):
@@ -121,6 +133,7 @@ class NovaEndpoint:
         reconnect_interval: float = 1.0,
         topic: str = TOPIC,
         metrics: ServiceMetrics | None = None,
+        roles: frozenset[Role] = frozenset(ROLES),
     ) -> None:
         if not 1 <= prefetch <= scheduler.config.mailbox_size:
             raise ValueError(
@@ -152,6 +165,10 @@ class NovaEndpoint:
         self.dead_queue = DEAD_QUEUE if topic == TOPIC else f"{DEAD_QUEUE}.{topic}"
         self.counts: dict[tuple[str, str], int] = {}  # (method, outcome) -> messages
         self.metrics = metrics
+        # what Nova's messages may do: oslo.messaging sets no user_id, so they all
+        # get these roles ([auth] nova); Nova's vhost and exchange permissions are
+        # what keeps others out
+        self.roles = roles
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -372,6 +389,16 @@ class NovaEndpoint:
         unsupported = wire.check_version(call.version, call.method)
         if unsupported is not None:
             raise _bad(unsupported)
+        need = _METHOD_ROLES[call.method]
+        if need not in self.roles and "admin" not in self.roles:
+            why = f"{call.method} needs the role {need!r}; Nova's messages have " + (
+                f"{sorted(self.roles)} ([auth] nova)" if self.roles else "none ([auth] nova)"
+            )
+            if self.metrics is not None:
+                self.metrics.denied.labels(call.method, "nova").inc()
+            raise _Refused(
+                wire.failure_body("PermissionError", "builtins", why, args=[why]), "forbidden"
+            )
         return await handler(self, call)
 
     async def _select_destinations(self, call: wire.Call) -> Any:

@@ -266,6 +266,7 @@ async def test_sigterm_during_load_answers_every_accepted_request(
                         correlation_id=uuid.uuid4().hex,
                         reply_to=replies.name,
                         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                        user_id="guest",  # serve's own broker user: every role
                     ),
                     routing_key=queue,
                 )

@@ -65,6 +65,7 @@ async def _plain_call(url: str, queue: str, op: str, body: bytes) -> Any:
                 correlation_id=correlation_id,
                 reply_to=replies.name,
                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                user_id="guest",  # serve's own broker user: every role
             ),
             routing_key=queue,
         )
