@@ -174,9 +174,20 @@ def _channel_open(message: AbstractIncomingMessage) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password, if any, shown as ``***`` (for log lines)."""
+    """``url`` with its password, if any, shown as ``***`` (for log lines): the
+    ``user:password@`` form and a ``password=`` query parameter (libpq's) alike."""
     parsed = URL(url)
-    return str(parsed.with_password("***")) if parsed.password else url
+    if parsed.password:
+        parsed = parsed.with_password("***")
+    if "password" in parsed.query:
+        parsed = parsed.update_query(password="***")
+    return str(parsed) if parsed != URL(url) else url
+
+
+def shown(value: object) -> str:
+    """A message property as a log line may show it: escaped, so no message can
+    forge a line (a newline, a control character) or hide what it is (``%r``)."""
+    return repr(value)
 
 
 def _as_is(answer: Any) -> Any:
@@ -728,7 +739,7 @@ class SchedulerService:
                 "refusing %d of %d items of a batch (correlation_id %s): %s%s",
                 len(refused),
                 len(batch.requests),
-                message.correlation_id,
+                shown(message.correlation_id),
                 "; ".join(refused[:_LOGGED_REFUSALS]),
                 f"; and {len(refused) - _LOGGED_REFUSALS} more"
                 if len(refused) > _LOGGED_REFUSALS
@@ -896,7 +907,7 @@ class SchedulerService:
         log.warning(
             "dead-lettering a bad %r message (correlation_id %s, reason %s): %s",
             message.type,
-            message.correlation_id,
+            shown(message.correlation_id),
             bad.reason,
             bad,
         )

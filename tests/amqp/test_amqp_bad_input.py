@@ -148,3 +148,34 @@ async def test_an_ack_that_hangs_gives_up_within_its_timeout() -> None:
         assert given_back == "requeued"
         assert (message.acks, message.nacks) == (1, 2)
         assert service.ack_failures == 2
+
+
+async def test_a_bad_message_cannot_forge_a_log_line(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    forged = "x\n2026-12-02 ERROR actorsched.amqp.service: the journal is gone"
+    connection = await aio_pika.connect(stack.url)
+    async with connection:
+        channel = await connection.channel()
+        with caplog.at_level(logging.WARNING, logger="actorsched.amqp.service"):
+            await channel.default_exchange.publish(
+                aio_pika.Message(b"not json", type="host_report", correlation_id=forged),
+                routing_key=stack.queue,
+            )
+            for _ in range(400):
+                if any("dead-lettering" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.025)
+    (line,) = [r.getMessage() for r in caplog.records if "dead-lettering" in r.getMessage()]
+    assert "\n" not in line
+    assert "'x\\n2026-12-02 ERROR" in line  # shown escaped, as what it is
+
+
+def test_a_password_in_a_url_query_is_redacted_too() -> None:
+    from actorsched.amqp.service import redact
+
+    assert redact("postgresql://app@db/test?password=s3cret&sslmode=require") == (
+        "postgresql://app@db/test?password=***&sslmode=require"
+    )
+    assert "s3cret" not in redact("amqp://app:s3cret@broker/")
+    assert redact("postgresql://db/test") == "postgresql://db/test"
