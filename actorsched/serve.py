@@ -23,7 +23,7 @@ from yarl import URL
 from . import settings
 from .amqp.metrics import MetricsServer, ServiceMetrics
 from .amqp.protocol import dead_letter_names
-from .amqp.service import SchedulerService, redact
+from .amqp.service import QueueOfAnotherState, SchedulerService, redact
 from .auth import Authorizer
 from .errors import SchedulerError
 from .journal import open_journal
@@ -251,6 +251,9 @@ def main(args: argparse.Namespace) -> int:
         logging.getLogger("actorsched.decisions").setLevel(logging.WARNING)
     try:
         return asyncio.run(serve(chosen))
+    except QueueOfAnotherState as exc:  # a setting, not a fault: restarting cannot help
+        log.error("actorsched serve refused to start: %s", exc)
+        return 2
     except (ValueError, SchedulerError, ConnectionError, OSError) as exc:
         log.error("actorsched serve failed to start: %s", exc)
         return 1

@@ -139,6 +139,7 @@ __all__ = [
     "ERROR_HEADER",
     "REASON_HEADER",
     "TRUNCATED_HEADER",
+    "QueueOfAnotherState",
     "SchedulerService",
     "dead_letter_names",
     "queue_arguments",
@@ -266,6 +267,10 @@ assert (
 def _result(op: Operation, answer: object) -> Any:
     """What goes in the reply's ``result`` for the scheduler's ``answer`` to ``op``."""
     return _ROUTES[op.name][1](answer)
+
+
+class QueueOfAnotherState(ValueError):
+    """The request queue was declared by a ``serve`` with another journal or shard."""
 
 
 class SchedulerService:
@@ -419,6 +424,9 @@ class SchedulerService:
                 durable=True,
                 arguments=queue_arguments(self.queue, self.delivery_limit),
             )
+            journal = self.scheduler.journal
+            if journal is not None:
+                await self._claim_queue(channel, journal.identity)
             # a lost channel or connection ends the term: the broker may give
             # the queue to another consumer before this one is back
             channel.close_callbacks.add(self._on_lost)
@@ -430,6 +438,39 @@ class SchedulerService:
             await self._connection.close()
             self._connection = None
             raise
+
+    async def _claim_queue(self, channel: AbstractRobustChannel, state: str) -> None:
+        """One queue, one journal: the first ``serve`` of the queue records its journal's
+        identity in ``<queue>.state`` (a durable queue that holds one message and
+        refuses a second); a ``serve`` whose journal is another is refused here."""
+        name = f"{self.queue}.state"
+        holder = await channel.declare_queue(
+            name, durable=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
+        )
+        for _ in range(3):
+            message = await holder.get(no_ack=False, fail=False, timeout=self._publish_timeout)
+            if message is not None:
+                recorded = message.body.decode("utf-8", "replace")
+                await message.nack(requeue=True)  # it stays for the next serve to read
+                if recorded != state:
+                    raise QueueOfAnotherState(
+                        f"queue {self.queue!r} answers from {recorded!r}, not from this "
+                        f"serve's {state!r}: start serve with the queue's journal and shard, "
+                        f"or use another --queue (the record is the message in {name!r})"
+                    )
+                return
+            try:
+                await channel.default_exchange.publish(
+                    aio_pika.Message(
+                        state.encode(), delivery_mode=aio_pika.DeliveryMode.PERSISTENT
+                    ),
+                    routing_key=name,
+                    timeout=self._publish_timeout,
+                )
+                return
+            except aio_pika.exceptions.DeliveryError:
+                continue  # another serve recorded its state first: read it
+        raise QueueOfAnotherState(f"could not read or record the state of queue {self.queue!r}")
 
     async def stop(self) -> None:
         """Stop consuming, answer and ack what is in flight, then close."""

@@ -145,6 +145,13 @@ class Journal(ABC):
     def name(self) -> str:
         """What the journal is, for messages: a path, or a URL (no password) and shard."""
 
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """The state this journal holds, the same across restarts and machines (no
+        password): ``serve`` records it beside its request queue, so that a ``serve``
+        with another journal or shard on the same queue is refused at start."""
+
     @abstractmethod
     def _connect(self) -> bool:
         """Connect, check or create the schema, take the writer's lock; True when new."""

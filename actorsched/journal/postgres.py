@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from .base import Journal, Row, StoredSnapshot, rows_of
 from .errors import JournalError, JournalFenced, JournalUnavailable
@@ -130,6 +131,12 @@ class PostgresJournal(Journal):
     @property
     def name(self) -> str:
         return f"{redact(self.url)} shard {self.shard!r}"
+
+    @property
+    def identity(self) -> str:
+        info = conninfo_to_dict(self.url)
+        where = f"{info.get('host', '')}:{info.get('port', '5432')}/{info.get('dbname', '')}"
+        return f"postgresql {where} shard {self.shard}"
 
     # -- connecting -----------------------------------------------------------
 

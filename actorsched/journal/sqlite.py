@@ -110,6 +110,11 @@ class SqliteJournal(Journal):
     def name(self) -> str:
         return str(self.path)
 
+    @property
+    def identity(self) -> str:
+        # the id written into the file when it was made (set once the journal is open)
+        return f"sqlite journal {self._journal_id}"
+
     # -- connecting -------------------------------------------------------------
 
     def _connect(self) -> bool:

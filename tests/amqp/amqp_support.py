@@ -50,7 +50,7 @@ async def delete_topology(url: str, queue: str) -> None:
     async with connection:
         channel = await connection.channel()
         exchange, dead = dead_letter_names(queue)
-        for name in (queue, dead):
+        for name in (queue, dead, f"{queue}.state"):  # .state: the queue's journal (serve)
             await channel.queue_delete(name)
         await channel.exchange_delete(exchange)
 

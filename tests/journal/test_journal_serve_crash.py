@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import aio_pika
 import pytest
-from conftest import start_serve
+from conftest import code_under_test_env, start_serve
 
 from actorsched import HostReport, RequestSpec, Selection
 from actorsched.amqp import SchedulerClient
@@ -285,3 +286,47 @@ async def test_kill_9_under_preemptions_loses_doubles_and_over_commits_nothing(
     finally:
         await _kill(serve)
         await _delete_queues(queue)
+
+
+async def test_a_serve_with_another_journal_on_the_queue_is_refused_at_start(
+    tmp_path: Path,
+) -> None:
+    """One queue, one journal: the first serve records its journal's identity beside the
+    queue, so a second serve with another SQLite file exits 2 with one line naming both."""
+
+    queue = f"actorsched.test.{uuid.uuid4().hex[:12]}"
+    first = await start_serve(AMQP_URL, queue, tmp_path / "a.sqlite")
+    try:
+        other = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "actorsched.cli",
+            "serve",
+            "--amqp-url",
+            AMQP_URL,
+            "--queue",
+            queue,
+            "--journal",
+            str(tmp_path / "b.sqlite"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env=code_under_test_env(),
+        )
+        _, err = await asyncio.wait_for(other.communicate(), timeout=60)
+        assert other.returncode == 2, err.decode()
+        lines = [line for line in err.decode().splitlines() if "refused to start" in line]
+        assert len(lines) == 1, err.decode()
+        assert f"queue {queue!r} answers from 'sqlite journal " in lines[0]
+        assert "not from this serve's 'sqlite journal " in lines[0]
+        assert first.returncode is None  # the first one goes on
+    finally:
+        first.terminate()
+        await first.wait()
+        exchange, dead = dead_letter_names(queue)
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+            await channel.queue_delete(queue)
+            await channel.queue_delete(f"{queue}.state")
+            await channel.queue_delete(dead)
+            await channel.exchange_delete(exchange)
