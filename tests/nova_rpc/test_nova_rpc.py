@@ -27,6 +27,7 @@ from actorsched import HostReport, Scheduler, SchedulerConfig
 from actorsched.amqp import SchedulerService
 from actorsched.amqp.metrics import ServiceMetrics
 from actorsched.amqp.service import dead_letter_names
+from actorsched.auth import ROLES, Role
 from actorsched.nova import wire
 from actorsched.nova.conf import read
 from actorsched.nova.endpoint import NovaEndpoint
@@ -114,7 +115,9 @@ async def _delete(names: list[str], exchanges: list[str]) -> None:
 
 
 @asynccontextmanager
-async def nova_stack(tmp_path: Path, hosts: list[HostReport]) -> AsyncIterator[NovaStack]:
+async def nova_stack(
+    tmp_path: Path, hosts: list[HostReport], roles: frozenset[Role] = frozenset(ROLES)
+) -> AsyncIterator[NovaStack]:
     tag = uuid.uuid4().hex[:10]
     exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
     conf = read(str(nova_conf(tmp_path / "nova.conf", exchange, host)))
@@ -122,7 +125,13 @@ async def nova_stack(tmp_path: Path, hosts: list[HostReport]) -> AsyncIterator[N
     scheduler = Scheduler(config)
     metrics = ServiceMetrics(scheduler)
     endpoint = NovaEndpoint(
-        scheduler, conf, cell_uuid=CELL, max_body_bytes=1 << 20, topic=topic, metrics=metrics
+        scheduler,
+        conf,
+        cell_uuid=CELL,
+        max_body_bytes=1 << 20,
+        topic=topic,
+        metrics=metrics,
+        roles=roles,
     )
     service = SchedulerService(
         scheduler, AMQP_URL, queue=queue, probe_interval=0.2, metrics=metrics
@@ -426,3 +435,19 @@ async def test_kill_9_of_serve_while_nova_waits_answers_after_the_restart_with_o
             [queue, dead[1], topic, f"{topic}.{host}", f"actorsched.nova.dead.{topic}"],
             [exchange, f"{topic}_fanout", dead[0]],
         )
+
+
+async def test_nova_messages_do_only_what_auth_nova_allows(tmp_path: Path) -> None:
+    hosts = [_report("h1", 4096)]
+    async with nova_stack(tmp_path, hosts, roles=frozenset({"report", "read"})) as stack:
+        refused, aggregate = await stack.nova(
+            {"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 512}},
+            {"op": "update_aggregates", "name": "rack", "hosts": ["h1"], "metadata": {}},
+        )
+        assert not refused["ok"]
+        assert refused["class"].startswith("PermissionError")
+        assert "select_destinations needs the role 'place'" in refused["message"]
+        assert aggregate["ok"]  # a cast: nothing to answer, and it changed nothing
+        assert (await stack.scheduler.claims()).claims == []
+        assert await stack.scheduler.aggregates() == []
+        assert stack.endpoint.counts[("update_aggregates", "forbidden")] == 1
