@@ -116,11 +116,14 @@ async def _delete(names: list[str], exchanges: list[str]) -> None:
 
 @asynccontextmanager
 async def nova_stack(
-    tmp_path: Path, hosts: list[HostReport], roles: frozenset[Role] = frozenset(ROLES)
+    tmp_path: Path,
+    hosts: list[HostReport],
+    roles: frozenset[Role] = frozenset(ROLES),
+    extra: str = "",
 ) -> AsyncIterator[NovaStack]:
     tag = uuid.uuid4().hex[:10]
     exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
-    conf = read(str(nova_conf(tmp_path / "nova.conf", exchange, host)))
+    conf = read(str(nova_conf(tmp_path / "nova.conf", exchange, host, extra)))
     config = SchedulerConfig(seed=3, **{name: value for name, (value, _) in conf.scheduler.items()})
     scheduler = Scheduler(config)
     metrics = ServiceMetrics(scheduler)
@@ -451,3 +454,28 @@ async def test_nova_messages_do_only_what_auth_nova_allows(tmp_path: Path) -> No
         assert (await stack.scheduler.claims()).claims == []
         assert await stack.scheduler.aggregates() == []
         assert stack.endpoint.counts[("update_aggregates", "forbidden")] == 1
+
+
+@pytest.mark.parametrize("pin", ["4.4", "4.3"])
+async def test_an_older_conductor_pinned_below_4_5_gets_legacy_destinations(
+    tmp_path: Path, pin: str
+) -> None:
+    # [upgrade_levels] scheduler pins Nova's client: 4.4 drops return_objects, 4.3
+    # also instance_uuids (the RequestSpec's own instance_uuid is used)
+    hosts = [_report("h1", 4096), _report("h2", 8192)]
+    extra = f"[upgrade_levels]\nscheduler = {pin}\n"
+    async with nova_stack(tmp_path, hosts, extra=extra) as stack:
+        instance = str(uuid.uuid4())
+        (got,) = await stack.nova(
+            {
+                "op": "select",
+                "uuids": [instance],
+                "spec": {"memory_mb": 512},
+                "return_objects": False,
+                "return_alternates": False,
+            }
+        )
+        assert got["ok"], got
+        assert got["result"] == [{"host": "h2", "nodename": "h2", "limits": {}}]
+        claims = (await stack.scheduler.claims()).claims
+        assert [(c.instance_uuid, c.host) for c in claims] == [(instance, "h2")]
