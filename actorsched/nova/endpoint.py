@@ -447,7 +447,11 @@ class NovaEndpoint:
         except NoValidHost as exc:
             raise _no_valid_host(str(exc)) from None
         except InvalidRequest as exc:
-            raise _bad(str(exc)) from None
+            # the owner refused the request as sent (a bound, or a move of an instance
+            # that holds a claim, which Nova's moves are until they go through
+            # Scheduler.move): NoValidHost is what Nova's conductor handles, leaving
+            # the instance where it is with the reason as its fault
+            raise _no_valid_host(f"actorsched refused the request: {exc}") from None
         facts = await self._host_facts(
             [s.host for s in chosen] + [h for s in chosen for h in s.alternates]
         )

@@ -479,3 +479,24 @@ async def test_an_older_conductor_pinned_below_4_5_gets_legacy_destinations(
         assert got["result"] == [{"host": "h2", "nodename": "h2", "limits": {}}]
         claims = (await stack.scheduler.claims()).claims
         assert [(c.instance_uuid, c.host) for c in claims] == [(instance, "h2")]
+
+
+async def test_a_move_of_a_claimed_instance_is_no_valid_host_naming_why(tmp_path: Path) -> None:
+    # Nova's migrate asks select_destinations again for an instance actorsched placed,
+    # its source host ignored; moves through Nova come with Placement (issue 23): until
+    # then the conductor gets the NoValidHost it handles (the instance stays put)
+    async with nova_stack(tmp_path, [_report("h1", 4096), _report("h2", 8192)]) as stack:
+        instance = str(uuid.uuid4())
+        boot, move = await stack.nova(
+            {"op": "select", "uuids": [instance], "spec": {"memory_mb": 512}},
+            {
+                "op": "select",
+                "uuids": [instance],
+                "spec": {"memory_mb": 512, "ignore_hosts": ["h2"]},
+            },
+        )
+        assert boot["result"][0][0]["service_host"] == "h2"
+        assert move["is_no_valid_host"], move
+        assert "already holds a claim on h2" in move["message"]
+        claims = (await stack.scheduler.claims()).claims
+        assert [(c.instance_uuid, c.host) for c in claims] == [(instance, "h2")]
