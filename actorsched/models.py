@@ -7,6 +7,8 @@ hostile numbers cannot overflow the int64 host table.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -14,6 +16,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 __all__ = [
     "AGGREGATE_FILTERS",
     "BUILTIN_FILTERS",
+    "HOST_FACTS_FILTERS",
+    "IMAGE_PROPERTIES",
     "Aggregate",
     "AggregateHostRequest",
     "AggregateNameRequest",
@@ -58,6 +62,143 @@ Ratio = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 MetaValue = Annotated[str, Field(max_length=255), AfterValidator(_printable)]
 
 
+# -- Nova's hypervisor vocabulary (nova/objects/fields.py, Nova 34.0.0) -------------
+# What an image may ask of a hypervisor and what a host says it runs are both
+# made canonical when validated (Nova's Architecture, HVType and VMMode
+# ``canonicalize``), so the filters compare plain strings.
+ARCHITECTURES = (
+    "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32",
+    "m68k", "microblaze", "microblazeel", "mips", "mipsel", "mips64", "mips64el",
+    "openrisc", "parisc", "parisc64", "ppc", "ppcle", "ppc64", "ppc64le", "ppcemb",
+    "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64", "unicore32", "x86_64",
+    "xtensa", "xtensaeb",
+)  # fmt: skip
+HV_TYPES = (
+    "baremetal", "bhyve", "docker", "fake", "hyperv", "ironic", "kqemu", "kvm", "lxc",
+    "lxd", "openvz", "parallels", "phyp", "qemu", "test", "uml", "vbox", "vz", "vmware",
+    "xen", "zvm", "prsm",
+)  # fmt: skip
+VM_MODES = ("hvm", "xen", "uml", "exe")
+# the old names Nova still reads, each as its canonical one
+_ARCH_ALIASES = {
+    "i386": "i686", "i486": "i686", "i586": "i686", "x86_32": "i686", "x86_32p": "i686",
+    "amd64": "x86_64",
+}  # fmt: skip
+_HV_ALIASES = {"xapi": "xen"}
+_VM_ALIASES = {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}
+_VOCABULARY = {
+    "architecture": (ARCHITECTURES, _ARCH_ALIASES),
+    "hypervisor type": (HV_TYPES, _HV_ALIASES),
+    "vm mode": (VM_MODES, _VM_ALIASES),
+}
+
+
+def canonical(kind: str, name: str) -> str:
+    """Nova's canonical name of an architecture, hypervisor type or vm mode
+    (``kind`` as in ``_VOCABULARY``); ValueError for a name Nova does not know.
+
+    >>> canonical("architecture", "AMD64"), canonical("vm mode", "pv")
+    ('x86_64', 'xen')
+    """
+    known, aliases = _VOCABULARY[kind]
+    low = name.lower()
+    low = aliases.get(low, low)
+    if low not in known:
+        raise ValueError(f"{name!r} is not one of Nova's {kind} names {list(known)}")
+    return low
+
+
+def _hv_spec(triple: list[str]) -> list[str]:
+    arch, hv_type, vm_mode = triple
+    return [
+        canonical("architecture", arch),
+        canonical("hypervisor type", hv_type),
+        canonical("vm mode", vm_mode),
+    ]
+
+
+# a hypervisor version predicate (Nova's img_hv_requested_version): one or
+# more comparisons, comma-separated, of dotted numbers
+_PREDICATE = re.compile(r"^\s*(<=|>=|<|>|!=|==)\s*[vV]?(\d+(?:\.\d+)*)\s*$")
+VersionPredicate = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def release(numbers: Iterable[int]) -> tuple[int, ...]:
+    """A version's numbers as compared (PEP 440: ``6.0`` is ``6``, trailing zeros go)."""
+    parts = list(numbers)
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def version_predicate(text: str) -> VersionPredicate:
+    """The comparisons of ``text`` (oslo's ``VersionPredicate``: ``">=6.0,<6.2"``),
+    each an operator and a release; ValueError for what is not one.
+
+    Versions are dotted numbers (what ``hypervisor_version`` can be); a
+    pre-, post- or dev-release (``6.2rc1``) is refused by name.
+
+    >>> version_predicate(">=6.0, <6.2")
+    (('>=', (6,)), ('<', (6, 2)))
+    """
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for part in text.split(","):
+        found = _PREDICATE.match(part)
+        if found is None:
+            raise ValueError(
+                f"{part.strip()!r} of {text!r} is not a comparison (<, <=, ==, !=, >=, >) "
+                "with a dotted version such as 6.0; comma-separate several"
+            )
+        out.append((found.group(1), release(map(int, found.group(2).split(".")))))
+    return tuple(out)
+
+
+# The image properties ImagePropertiesFilter reads (Nova 34, image_props_filter.py),
+# the only keys RequestSpec.image_properties takes
+IMAGE_PROPERTIES = (
+    "hw_architecture",
+    "img_hv_type",
+    "hw_vm_mode",
+    "img_hv_requested_version",
+    "hw_maxphysaddr_bits",
+)
+_IMAGE_VOCABULARY = {
+    "hw_architecture": "architecture",
+    "img_hv_type": "hypervisor type",
+    "hw_vm_mode": "vm mode",
+}
+
+
+def _image_properties(props: dict[str, str]) -> dict[str, str]:
+    # canonical names, as Nova's ImageMetaProps coerces them; the rest checked
+    unknown = sorted(set(props) - set(IMAGE_PROPERTIES))
+    if unknown:
+        raise ValueError(
+            f"image properties {unknown} are not read by actorsched; it reads "
+            f"{list(IMAGE_PROPERTIES)} (ImagePropertiesFilter)"
+        )
+    out = dict(props)
+    for key, kind in _IMAGE_VOCABULARY.items():
+        if key in out:
+            out[key] = canonical(kind, out[key])
+    predicate = out.get("img_hv_requested_version")
+    if predicate is not None:
+        version_predicate(predicate)
+    bits = out.get("hw_maxphysaddr_bits")
+    if bits is not None and not (bits.isascii() and bits.isdigit()):
+        raise ValueError(f"hw_maxphysaddr_bits {bits!r} must be a whole number of bits, e.g. 42")
+    return out
+
+
+def _architecture(name: str | None) -> str | None:
+    if name is not None and name not in ARCHITECTURES:
+        raise ValueError(
+            f"image_properties_default_architecture {name!r} is not one of Nova's "
+            f"architectures {list(ARCHITECTURES)}"
+        )
+    return name
+
+
 def _repeated(values: list[str]) -> set[str]:
     seen: set[str] = set()
     dupes: set[str] = set()
@@ -85,6 +226,13 @@ def _unique_instances(values: list[str]) -> list[str]:
 # microseconds a model), still shown as ``[]`` in the JSON schema.
 def _empty_list() -> Any:
     return Field(default_factory=list, json_schema_extra={"default": []})
+
+
+# A host's supported instances: an [architecture, hypervisor type, vm mode] triple
+HVSpec = Annotated[list[Name], Field(min_length=3, max_length=3), AfterValidator(_hv_spec)]
+_MAX_HV_SPECS = 64
+_MAX_CPU_INFO = 16_384  # characters of cpu_info's JSON text
+_MAX_STATS = 256
 
 
 class _Message(BaseModel):
@@ -130,6 +278,19 @@ class HostReport(_Message):
     disk_allocation_ratio: Ratio | None = None
     # the hypervisor node (Nova's nodename); None: the node is named as the host
     node: Name | None = None
+    # What the hypervisor is and runs (Nova's compute node fields of these
+    # names), read by ComputeCapabilitiesFilter and ImagePropertiesFilter; most
+    # hosts of a fleet report the same, and the core keeps each distinct set
+    # once. ``supported_instances``: [architecture, hypervisor type, vm mode]
+    # triples, made canonical ("amd64" is "x86_64"); ``cpu_info``: the JSON
+    # text Nova's compute reports; ``stats``: Nova's compute node stats.
+    hypervisor_type: Name | None = None
+    hypervisor_version: Annotated[int, Field(ge=0, le=2**62)] | None = None
+    supported_instances: Annotated[list[HVSpec], Field(max_length=_MAX_HV_SPECS)] = _empty_list()
+    cpu_info: Annotated[str, Field(max_length=_MAX_CPU_INFO)] | None = None
+    stats: Annotated[dict[Name, MetaValue], Field(max_length=_MAX_STATS)] = Field(
+        default_factory=dict, json_schema_extra={"default": {}}
+    )
 
 
 class ServerGroup(_Message):
@@ -218,6 +379,13 @@ class RequestSpec(_Message):
         default_factory=dict, json_schema_extra={"default": {}}
     )
     project_id: Name | None = None
+    # the image's properties ImagePropertiesFilter reads (Nova's ImageMetaProps;
+    # IMAGE_PROPERTIES), names made canonical as Nova's ("pv" is "xen")
+    image_properties: Annotated[
+        dict[Name, MetaValue],
+        Field(max_length=len(IMAGE_PROPERTIES)),
+        AfterValidator(_image_properties),
+    ] = Field(default_factory=dict, json_schema_extra={"default": {}})
     force_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     force_nodes: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     requested_destination: Destination | None = None
@@ -359,14 +527,22 @@ AGGREGATE_FILTERS: tuple[str, ...] = (
     "AggregateCoreFilter",
     "AggregateDiskFilter",
 )
+# Built-in, not enabled by default (Nova 34's defaults have both; a nova.conf
+# enables them): the filters of what a hypervisor is and runs, read from the
+# host reports' hypervisor_type, hypervisor_version, supported_instances,
+# cpu_info and stats. Not default here: ComputeCapabilitiesFilter reads an
+# unscoped extra spec named as one of Nova's HostState attributes (host,
+# free_ram_mb ...), so a request that sends one for the aggregates would be
+# filtered by it where it was not.
+HOST_FACTS_FILTERS: tuple[str, ...] = ("ComputeCapabilitiesFilter", "ImagePropertiesFilter")
 
 
 def _known_filters(names: list[str]) -> list[str]:
-    unknown = [n for n in names if n not in BUILTIN_FILTERS and n not in AGGREGATE_FILTERS]
+    known = (*BUILTIN_FILTERS, *AGGREGATE_FILTERS, *HOST_FACTS_FILTERS)
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(
-            f"unknown filter(s) {unknown}; built-in filters are "
-            f"{[*BUILTIN_FILTERS, *AGGREGATE_FILTERS]} "
+            f"unknown filter(s) {unknown}; built-in filters are {list(known)} "
             "(custom filters are passed to Scheduler(filters=...))"
         )
     return names
@@ -401,6 +577,11 @@ class SchedulerConfig(BaseModel):
     service_down_time: float = Field(60.0, gt=0)
     # the zone of a host that reports none (Nova's [DEFAULT] default_availability_zone)
     default_availability_zone: Name = "nova"
+    # the architecture ImagePropertiesFilter asks for an image that names none
+    # (Nova's [filter_scheduler] image_properties_default_architecture)
+    image_properties_default_architecture: Annotated[Name | None, AfterValidator(_architecture)] = (
+        None
+    )
     claim_timeout: float = Field(600.0, gt=0)
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)

@@ -79,6 +79,7 @@ from .commands import (
     UpdateHosts,
 )
 from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
+from .host_facts import facts_key
 from .ledger import (
     Claim,
     ClaimLedger,
@@ -195,6 +196,12 @@ class SchedulerCore:
         # service_down_time are marked stale (failing row_ok) by _sweep, which
         # looks at the whole column only when the oldest report may be too old.
         self._check_fresh = "ComputeFilter" in names
+        # With a default architecture, ImagePropertiesFilter asks something of
+        # every request: none may take the ranking's resources-only shortcut.
+        self._shortcut_requests = not (
+            "ImagePropertiesFilter" in names
+            and config.image_properties_default_architecture is not None
+        )
         self._oldest = np.inf  # at most the oldest reported_at of a row not marked stale
         self._swept_below = -np.inf  # rows reported before this are marked stale
         self._rng = random.Random(config.seed)
@@ -313,6 +320,9 @@ class SchedulerCore:
             table.set_traits(row, report.traits)
         if report.node is not None or table.node_of:
             table.set_node(row, report.node)
+        facts = facts_key(report)
+        if facts is not None or (table.host_facts.held and table.facts_id[row]):
+            table.host_facts.assign(table, row, facts)
         table.set_reported(row, reported_figures(report))
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
@@ -412,6 +422,9 @@ class SchedulerCore:
             node = fields["node"]
             if node is not None or nodes:
                 table.set_node(row, node)
+            facts = facts_key(report)
+            if facts is not None or (table.host_facts.held and table.facts_id[row]):
+                table.host_facts.assign(table, row, facts)
             rows.append(row)
             figures.append((*report_values(report), 0))  # reported_figures: it lists none
             enabled.append(fields["enabled"])
@@ -616,6 +629,7 @@ class SchedulerCore:
         claims = self.ledger.claims
         resources_only = asks_resources_only(spec)
         fingerprint = self._fingerprint(spec, resources_only)
+        resources_only = resources_only and self._shortcut_requests  # for the ranking
         held = [u for u in spec.instance_uuids if u in claims]
         if held:
             if len(held) == len(spec.instance_uuids):
@@ -1495,6 +1509,9 @@ class SchedulerCore:
             state = host_state(self.table, self.table.row_of[host])
             h.update(state.model_dump_json(exclude={"reported_at"}).encode())
             h.update(repr(sorted(self.ledger.listed_on(self.table.row_of[host]))).encode())
+            facts = self.table.facts_id[self.table.row_of[host]]
+            if facts:  # none: the digest of before host facts
+                h.update(repr(self.table.host_facts.values[facts]).encode())
         for aggregate in self.aggregates.aggregates():
             h.update(aggregate.model_dump_json().encode())
         for uuid in sorted(self.ledger.claims):

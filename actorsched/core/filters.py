@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from ..models import HostState, RequestSpec, SchedulerConfig
 from .aggregates import TENANT_KEY, TYPE_KEY, AggregateBook, match_extra_spec, scoped_extra_specs
+from .host_facts import ComputeCapabilitiesFilter, ImagePropertiesFilter
 from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
 from .views import host_state
@@ -474,5 +475,7 @@ BUILTIN_FILTER_CLASSES: dict[str, type[HostFilter]] = {
         AggregateRamFilter,
         AggregateCoreFilter,
         AggregateDiskFilter,
+        ComputeCapabilitiesFilter,
+        ImagePropertiesFilter,
     )
 }

@@ -13,8 +13,10 @@ Rules this module keeps:
   rebuild it, per claim what the ledger holds, per released instance the
   credit, per kept request its spec (serialized off the owner, by
   :meth:`CoreImage.request_section`: capture copies only the dict). Rows,
-  zone ids and trait bits are never exposed, so a snapshot survives any
-  change of the table's layout.
+  zone ids, trait bits and facts ids are never exposed, so a snapshot
+  survives any change of the table's layout. A host's facts (the report's
+  ``FACT_FIELDS``, shared by most hosts) are written once per distinct value
+  (:meth:`CoreImage.facts_section`), each host naming its own by position.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from numpy.typing import NDArray
 
 from ..models import Aggregate, RequestSpec
 from .engine import SchedulerCore
+from .host_facts import HostFacts
 from .ledger import Claim, Migration
 from .table import REPORT_COLUMNS
 
@@ -88,10 +91,24 @@ class CoreImage:
     migrations: tuple[Migration, ...] = ()  # open moves (their holds are claims)
     # the kept requests by uuid, oldest first (frozen specs: shared, not copied)
     requests: dict[str, RequestSpec] = dataclasses.field(default_factory=dict)
+    # each row's facts id and the distinct facts by id (frozen: shared, not copied)
+    facts_id: NDArray[np.int32] = dataclasses.field(
+        default_factory=lambda: np.zeros(0, dtype=np.int32)
+    )
+    facts: list[HostFacts] = dataclasses.field(default_factory=list)
+
+    def _facts_used(self) -> list[int]:
+        """The facts ids the hosts have (0, none, left out), ascending."""
+        if not len(self.facts_id):
+            return []
+        ids = self.facts_id[np.asarray(self.rows, dtype=np.intp)]
+        return [int(i) for i in np.unique(ids) if i]
 
     def host_columns(self) -> dict[str, list[Any]]:
         """Every host as the report that rebuilds it, in columns named as
-        ``HostReport``'s fields, plus ``reported_at``; in row order."""
+        ``HostReport``'s fields, plus ``reported_at``; in row order. Not the
+        facts fields (``FACT_FIELDS``): ``host_facts`` names each host's
+        entry of :meth:`facts_section` (None: it reports none)."""
         empty: frozenset[str] = frozenset()
         rows = self.rows
         index = np.asarray(rows, dtype=np.intp)
@@ -110,7 +127,16 @@ class CoreImage:
         ratios = [self.reported_ratios.get(row, none) for row in rows]
         for i, field in enumerate(_RATIO_FIELDS):
             columns[field] = [r[i] for r in ratios]
+        position = {fid: at for at, fid in enumerate(self._facts_used())}
+        ids = self.facts_id[index].tolist() if len(self.facts_id) else [0] * len(rows)
+        columns["host_facts"] = [position.get(fid) for fid in ids]
         return columns
+
+    def facts_section(self) -> list[dict[str, Any]]:
+        """Each distinct set of facts some host has, once, as the report fields
+        that give it (those of ``FACT_FIELDS`` not at their defaults); the
+        ``host_facts`` column of :meth:`host_columns` indexes this list."""
+        return [self.facts[fid].report_fields() for fid in self._facts_used()]
 
     def aggregate_list(self) -> list[dict[str, Any]]:
         """Every host aggregate as ``{"name", "hosts", "metadata"}``, by name."""
@@ -211,4 +237,6 @@ def capture(core: SchedulerCore) -> CoreImage:
         aggregates=core.aggregates.aggregates(),
         migrations=tuple(core.ledger.migrations.values()),  # frozen: shared, not copied
         requests=core.kept_requests(),  # one dict copy (at most _KEPT_REQUESTS entries)
+        facts_id=table.facts_id[:n].copy(),
+        facts=list(table.host_facts.values),
     )

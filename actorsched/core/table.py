@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..models import HostReport
+from .host_facts import FactsBook
 
 __all__ = ["INT_COLUMNS", "HostTable"]
 
@@ -171,6 +172,10 @@ class HostTable:
         # membership id -> its aggregates' names (the engine's AggregateBook list;
         # append-only, replaced whole when renumbered, so a reader may keep it)
         self.membership_names: list[tuple[str, ...]] = [()]
+        # -- host facts (host_facts.py): each row's facts id, 0 for none, and the
+        # book of the distinct facts; the engine sets both from reports
+        self.facts_id: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.host_facts = FactsBook()
         self.n = 0
         self.count = 0  # active rows
         self._capacity = 0
@@ -252,6 +257,7 @@ class HostTable:
         self.zone = grown(self.zone)  # type: ignore[assignment]
         self.reported_zone = grown(self.reported_zone)  # type: ignore[assignment]
         self.agg_set = grown(self.agg_set)  # type: ignore[assignment]
+        self.facts_id = grown(self.facts_id)  # type: ignore[assignment]  # host facts
         ratios = np.empty((len(RATIO_ROWS), capacity), dtype=np.float64)
         ratios[:, :old] = self.ratios[:, :old]
         ratios[:, old:] = np.array(self.default_ratios)[:, None]
@@ -338,6 +344,7 @@ class HostTable:
         self.enabled[row] = False
         self.zone[row] = self.reported_zone[row] = -1
         self.agg_set[row] = 0
+        self.facts_id[row] = 0  # host facts: none
         if self.custom_ratios.pop(row, None) is not None:
             self.ratios[:, row] = self.default_ratios
         self.traits[row] = 0

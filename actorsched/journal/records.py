@@ -47,6 +47,7 @@ from ..core import (
     UpdateHost,
     UpdateHosts,
 )
+from ..core.host_facts import FACT_FIELDS, facts_key
 from ..errors import InvalidRequest, MaxRetriesExceeded
 from ..models import (
     AggregateHostRequest,
@@ -92,6 +93,16 @@ KINDS = (
     RESCHEDULE,
 )
 _AGGREGATE_KINDS = frozenset(KINDS[4:9])
+_FACT_FIELDS = set(FACT_FIELDS)
+
+
+def _report_body(report: HostReport) -> str:
+    """A report record's body: the report's JSON, its facts fields left out when
+    it gives none (a record as before host facts; replay fills them in)."""
+    if facts_key(report) is None:
+        return report.model_dump_json(exclude=_FACT_FIELDS)
+    return report.model_dump_json()
+
 
 # which commands change state, and so make records, is core.COMMANDS' to say
 _READ_ONLY = tuple(c.command for c in COMMANDS if c.record is None)
@@ -193,11 +204,11 @@ def records_of(batch: Iterable[Envelope]) -> list[Record]:
             out.append(Record(CLAIM, now, body))
         elif isinstance(command, UpdateHost):
             if env.result is True:
-                out.append(Record(REPORT, now, command.report.model_dump_json()))
+                out.append(Record(REPORT, now, _report_body(command.report)))
         elif isinstance(command, UpdateHosts):
             for report, applied in zip(command.reports, _as_list(env.result), strict=True):
                 if applied is True:
-                    out.append(Record(REPORT, now, report.model_dump_json()))
+                    out.append(Record(REPORT, now, _report_body(report)))
         elif isinstance(command, Release):
             if env.result is True:
                 out.append(Record(RELEASE, now, json.dumps(command.instance_uuid)))

@@ -17,7 +17,9 @@ Rules this module keeps:
   zone and ratios come back with the aggregates. The requests the core keeps
   for a reschedule or move (format 6): each once, as its JSON, with the uuids
   it is kept for in the order they were kept (so the bound drops the same
-  ones first).
+  ones first). A host's facts (format 7: its report's hypervisor_type,
+  hypervisor_version, supported_instances, cpu_info and stats): each
+  distinct set once, in ``host_facts``, and per host the index of its own.
 * A fingerprint is ``request_fingerprint``'s text: a change to what that
   holds must bump :data:`SNAPSHOT_FORMAT`. Older formats carry none, and
   their claims come back with an unknown fingerprint (any repeat of the
@@ -27,9 +29,10 @@ Rules this module keeps:
   ``restore_requests``), so every index the core keeps is rebuilt by the
   code that keeps it. A claim's preempted claims are named again, never
   released again: the snapshot was taken after their release.
-* Formats 1 to 5 are still read: their claims come back with priority 0 and
-  no preempted claims, and no request is kept (a reschedule or move of a
-  claim they hold asks its resources and group alone).
+* Formats 1 to 6 are still read: before 7 no host has facts; before 6
+  claims come back with priority 0 and no preempted claims, and no request
+  is kept (a reschedule or move of a claim they hold asks its resources
+  and group alone).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core import SchedulerCore
+from ..core.host_facts import FACT_FIELDS
 from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, REQUEST_COLUMNS, CoreImage
 from ..core.ledger import Migration
 from ..models import Aggregate, HostReport, RequestSpec, Selection, ServerGroup
@@ -49,20 +53,25 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
-# 6: as 5, and each claim's priority and preempted claims, and the requests
-# kept for a reschedule or move; 5: as 4, and the open moves (their holds are
-# claims keyed by migration uuid); 4: as 3, and the host aggregates, and each
-# host's reported allocation ratios (HostReport's *_allocation_ratio columns)
-# and node; 3: as 2, and each claim's request fingerprint; 2: hosts, claims and
-# credits as columns (one JSON list per field); 1: one object per host, claim
-# and credit. 1 to 5 are still read (before 6: priority 0, no preempted claims,
-# no kept requests; before 5: no moves; before 4: no aggregates, no host
-# ratios, nodes named as their hosts; 1 and 2 have no fingerprints).
-SNAPSHOT_FORMAT = 6
-_READ = (1, 2, 3, 4, 5, SNAPSHOT_FORMAT)
-_HOST_FIELDS = tuple(HostReport.model_fields)
+# 7: as 6, and each host's facts (the distinct ones once, in host_facts; a
+# host_facts column of the hosts names each one's); 6: as 5, and each claim's
+# priority and preempted claims, and the requests kept for a reschedule or
+# move; 5: as 4, and the open moves (their holds are claims keyed by migration
+# uuid); 4: as 3, and the host aggregates, and each host's reported allocation
+# ratios (HostReport's *_allocation_ratio columns) and node; 3: as 2, and each
+# claim's request fingerprint; 2: hosts, claims and credits as columns (one
+# JSON list per field); 1: one object per host, claim and credit. 1 to 6 are
+# still read (before 7: no host facts; before 6: priority 0, no preempted
+# claims, no kept requests; before 5: no moves; before 4: no aggregates, no
+# host ratios, nodes named as their hosts; 1 and 2 have no fingerprints).
+SNAPSHOT_FORMAT = 7
+_READ = (1, 2, 3, 4, 5, 6, SNAPSHOT_FORMAT)
+# a host's columns (format 7): its report's fields but the facts, and the
+# index of its facts in host_facts
+_HOST_FIELDS = (*(f for f in HostReport.model_fields if f not in FACT_FIELDS), "host_facts")
+_HOST_FIELDS_6 = _HOST_FIELDS[:-1]
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
-_HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS if f not in (*_RATIO_FIELDS, "node"))
+_HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS_6 if f not in (*_RATIO_FIELDS, "node"))
 _CLAIM_COLUMNS_5 = tuple(c for c in CLAIM_COLUMNS if c not in ("priority", "preempted"))
 _CLAIM_COLUMNS_2 = tuple(c for c in _CLAIM_COLUMNS_5 if c != "fingerprint")
 # RequestSpec.priority's bounds (a test holds the two together)
@@ -84,6 +93,7 @@ def encode(image: CoreImage) -> str:
             "aggregates": image.aggregate_list(),
             "moves": image.migration_list(),
             "requests": image.request_section(),
+            "host_facts": image.facts_section(),
         },
         separators=(",", ":"),
     )
@@ -114,9 +124,13 @@ def restore(core: SchedulerCore, text: str) -> None:
         credits = data["released"]
         claims = data["claims"]
     else:
-        fields = _HOST_FIELDS if data["format"] >= 4 else _HOST_FIELDS_3
+        fmt = data["format"]
+        fields = _HOST_FIELDS if fmt >= 7 else _HOST_FIELDS_6 if fmt >= 4 else _HOST_FIELDS_3
         rows = _rows(data["hosts"], (*fields, "reported_at"), "hosts")
-        hosts = [{"reported_at": r.pop("reported_at"), "report": r} for r in rows]
+        facts = _host_facts(data.get("host_facts")) if fmt >= 7 else []
+        hosts = [
+            {"reported_at": r.pop("reported_at"), "report": _with_facts(r, facts)} for r in rows
+        ]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
         columns: tuple[str, ...] = CLAIM_COLUMNS
         if data["format"] < 6:
@@ -177,6 +191,31 @@ def restore(core: SchedulerCore, text: str) -> None:
     _restore_moves(core, moves)
     if data["format"] >= 6:
         _restore_requests(core, data.get("requests"))
+
+
+def _host_facts(section: Any) -> list[dict[str, Any]]:
+    """The distinct host facts of a format 7 snapshot, each checked to be facts."""
+    if not isinstance(section, list):
+        raise ValueError("snapshot host_facts must be a list")
+    for index, entry in enumerate(section):
+        if not isinstance(entry, dict) or not set(entry) <= set(FACT_FIELDS):
+            raise ValueError(
+                f"snapshot host_facts {index} must be an object of some of {list(FACT_FIELDS)}"
+            )
+    return section
+
+
+def _with_facts(row: dict[str, Any], facts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A host's columns as its report's fields: its facts (``host_facts``) merged in."""
+    at = row.pop("host_facts", None)
+    if at is None:
+        return row
+    if type(at) is not int or not 0 <= at < len(facts):
+        raise ValueError(
+            f"snapshot host {row.get('host')!r} names host_facts {at!r}, not an index of "
+            f"the {len(facts)} host_facts"
+        )
+    return {**row, **facts[at]}
 
 
 def _priority(claim: dict[str, Any]) -> int:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..models import ARCHITECTURES
+
 __all__ = [
     "DEFAULTS",
     "NovaConfig",
@@ -83,6 +85,7 @@ DEFAULTS: Mapping[tuple[str, str], Any] = {
     ("filter_scheduler", "restrict_isolated_hosts_to_isolated_images"): True,
     ("filter_scheduler", "aggregate_image_properties_isolation_namespace"): None,
     ("filter_scheduler", "aggregate_image_properties_isolation_separator"): ".",
+    ("filter_scheduler", "image_properties_default_architecture"): None,
     ("metrics", "weight_multiplier"): 1.0,
     ("scheduler", "max_attempts"): 3,
     ("scheduler", "limit_tenants_to_placement_aggregate"): False,
@@ -112,6 +115,8 @@ _SAME_NAME = (
     "AggregateInstanceExtraSpecsFilter",
     "AggregateMultiTenancyIsolation",
     "AggregateTypeAffinityFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
 )
 # gone from Nova (Stein removed the resource filters, 2024.1 the zone filter); kept
 # under their names for a configuration written for Nova 18
@@ -145,11 +150,11 @@ _WEIGHERS = {
     "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
     "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
 }
-# Nova's other weighers: each reads what actorsched's hosts do not report, so
-# every host weighs the same on it and it changes no order
+# Nova's other weighers: each reads what actorsched's hosts do not report (or is
+# not built), so every host weighs the same on it and it changes no order
 _NO_OP_WEIGHERS = {
     "BuildFailureWeigher": "no compute reports failed builds to actorsched",
-    "HypervisorVersionWeigher": "hosts report no hypervisor version",
+    "HypervisorVersionWeigher": "not built: a host's hypervisor_version weighs nothing",
     "CrossCellWeigher": "actorsched serves one cell",
     "MetricsWeigher": "hosts report no metrics",
     "PCIWeigher": "hosts report no PCI devices",
@@ -290,11 +295,22 @@ def read(path: str) -> NovaConfig:
             unbuilt.append(short)
     if unbuilt:
         warnings.append(
-            f"enabled_filters {unbuilt} are not built in actorsched: hosts are not filtered "
-            "by them (a request that asks what ComputeCapabilitiesFilter or "
-            "ImagePropertiesFilter reads is refused instead)"
+            f"enabled_filters {unbuilt} are not built in actorsched: hosts are not filtered by them"
         )
     put("enabled_filters", ours, "filter_scheduler", "enabled_filters")
+    architecture = values[("filter_scheduler", "image_properties_default_architecture")]
+    if architecture:
+        if architecture not in ARCHITECTURES:  # oslo.config's choices
+            raise NovaConfigError(
+                f"nova.conf [filter_scheduler] image_properties_default_architecture="
+                f"{architecture!r}: not one of {list(ARCHITECTURES)}"
+            )
+        put(
+            "image_properties_default_architecture",
+            architecture,
+            "filter_scheduler",
+            "image_properties_default_architecture",
+        )
     classes = [c.rsplit(".", 1)[-1] for c in values[("filter_scheduler", "weight_classes")]]
     every = _ALL_WEIGHERS in classes
     for weigher, setting in _WEIGHERS.items():

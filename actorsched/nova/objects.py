@@ -15,9 +15,12 @@ Rules this module keeps:
   specs, the image's ``traits_required`` and the request's
   ``request_level_params``, as Nova's ``ResourceRequest`` gathers them.
 * Nothing an enabled filter reads is dropped: what actorsched cannot honour
-  yet (another resource class, PCI aliases, NUMA and CPU pinning, a filter
-  of Nova's that is enabled but not built, requested aggregates) refuses
-  the request with :class:`Unsupported`, naming the field.
+  yet (another resource class, PCI aliases, NUMA and CPU pinning, requested
+  aggregates) refuses the request with :class:`Unsupported`, naming the
+  field. The image properties ImagePropertiesFilter reads become
+  ``image_properties``; the flavor's extra specs, which
+  ComputeCapabilitiesFilter and AggregateInstanceExtraSpecsFilter read,
+  ``extra_specs``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..models import Aggregate, Destination, RequestSpec, ServerGroup
+from ..models import IMAGE_PROPERTIES, Aggregate, Destination, RequestSpec, ServerGroup
 
 __all__ = [
     "ACCEPTED",
@@ -70,13 +73,6 @@ _RESOURCE_OVERRIDES = {
 # extra specs and image properties that ask for what actorsched does not do yet
 _UNSUPPORTED_SPEC_PREFIXES = ("hw:numa_", "pci_passthrough:", "accel:")
 _UNSUPPORTED_SPECS = ("hw:cpu_policy", "hw:mem_page_size", "hw:cpu_thread_policy")
-# image properties ImagePropertiesFilter reads (Nova 34, filters/image_props_filter.py)
-IMAGE_FILTER_PROPERTIES = (
-    "hw_architecture",
-    "img_hv_type",
-    "hw_vm_mode",
-    "img_hv_requested_version",
-)
 _MAX_FORCED = 10_000
 _POLICIES: tuple[Policy, ...] = ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity")
 
@@ -184,9 +180,7 @@ def _traits(
     return sorted(required), sorted(forbidden)
 
 
-def _check_supported(
-    extra_specs: Mapping[str, str], image_props: Mapping[str, Any], filters: Collection[str]
-) -> None:
+def _check_supported(extra_specs: Mapping[str, str]) -> None:
     for key, value in extra_specs.items():
         other = key.startswith("resources") and ":" in key and key not in _RESOURCE_OVERRIDES
         if other and _extra_int(value, key) != 0:
@@ -200,18 +194,20 @@ def _check_supported(
                 "and PCI devices are not placed by actorsched yet (NUMATopologyFilter, "
                 "PCIPassthroughFilter)"
             )
-        if key.startswith("capabilities:") and "ComputeCapabilitiesFilter" in filters:
-            raise Unsupported(
-                f"flavor extra spec {key}={value}: ComputeCapabilitiesFilter is enabled "
-                "but not built in actorsched yet; the spec would be ignored"
-            )
-    if "ImagePropertiesFilter" in filters:
-        asked = [p for p in IMAGE_FILTER_PROPERTIES if image_props.get(p) is not None]
-        if asked:
-            raise Unsupported(
-                f"image properties {asked}: ImagePropertiesFilter is enabled but not built "
-                "in actorsched yet; they would be ignored"
-            )
+
+
+def _image_properties(props: Mapping[str, Any]) -> dict[str, str]:
+    """The image properties ImagePropertiesFilter reads, as text (Nova sends
+    ``hw_maxphysaddr_bits`` as a number); the others are not read."""
+    found: dict[str, str] = {}
+    for key in IMAGE_PROPERTIES:
+        value = props.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise UnsupportedObject(f"image property {key} must be text, got {value!r}")
+        found[key] = str(value)
+    return found
 
 
 def _group(data: Mapping[str, Any] | None) -> tuple[ServerGroup | None, tuple[str, ...]]:
@@ -250,9 +246,10 @@ def request_from_primitive(
 ) -> NovaRequest:
     """The actorsched request of a Nova ``RequestSpec`` primitive.
 
-    ``filters`` are Nova's enabled filters (from nova.conf): a request that
-    asks what an enabled filter of Nova's reads and actorsched does not build
-    is refused (:class:`Unsupported`) instead of being placed as if not asked.
+    ``filters`` are Nova's enabled filters (from nova.conf). Every filter of
+    Nova's that reads the request is built now (ComputeCapabilitiesFilter and
+    ImagePropertiesFilter too), so none refuses it by itself; what no filter
+    of actorsched's honours yet is refused whatever is enabled.
     Raises :class:`UnsupportedObject` for a primitive it cannot read and
     pydantic's ``ValidationError`` for a field out of actorsched's bounds.
     """
@@ -266,7 +263,7 @@ def request_from_primitive(
     if not isinstance(extra_specs, dict):
         raise UnsupportedObject("spec_obj.flavor.extra_specs must be an object")
     extra_specs = {str(k): str(v) for k, v in extra_specs.items()}
-    _check_supported(extra_specs, props, filters)
+    _check_supported(extra_specs)
     level = _optional(spec, "request_level_params", "RequestLevelParams", "spec_obj")
     required, forbidden = _traits(extra_specs, props, level)
     figures = {
@@ -319,6 +316,7 @@ def request_from_primitive(
         flavor_name=flavor.get("name"),
         extra_specs=extra_specs,
         project_id=spec.get("project_id"),
+        image_properties=_image_properties(props),
         force_hosts=_strings(spec.get("force_hosts"), "spec_obj.force_hosts"),
         force_nodes=_strings(spec.get("force_nodes"), "spec_obj.force_nodes"),
         requested_destination=requested,

@@ -278,6 +278,7 @@ def test_every_request_field_but_the_resources_leaves_the_resources_only_path() 
         "flavor_name": "m1.small",
         "project_id": "p1",
         "extra_specs": {"ssd": "true"},
+        "image_properties": {"hw_architecture": "x86_64"},
     }
     for field in NON_RESOURCE_FIELDS:
         spec = make_spec(**{field: asked.get(field, ["x"])})

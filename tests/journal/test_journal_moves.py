@@ -117,6 +117,8 @@ def test_a_format_4_snapshot_still_restores() -> None:
     core.select_destinations(make_spec("vm1"), 2.0)
     data = json.loads(encode(capture(core)))
     assert data.pop("moves") == []
+    assert data.pop("host_facts") == []
+    assert data["hosts"].pop("host_facts") == [None]
     assert data["claims"].pop("priority") == [0]
     assert data["claims"].pop("preempted") == [[]]
     del data["requests"]

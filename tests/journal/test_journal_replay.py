@@ -195,6 +195,8 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         # issue 16: how to ask (not in the fingerprint; replay never waits)
         "priority": 0,
         "wait": None,
+        # what ImagePropertiesFilter reads, absent from older records (no image asked)
+        "image_properties": {},
     }
     group_defaults = {
         name: field.get_default(call_default_factory=True)

@@ -40,7 +40,9 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 6
+    assert data["format"] == SNAPSHOT_FORMAT == 7
+    assert data["host_facts"] == []  # no host reports facts
+    assert set(data["hosts"]["host_facts"]) == {None}
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
     assert data["hosts"]["node"] == [None, "c-node"]  # None: named as its host
     assert sorted(data["claims"]["instance_uuid"]) == ["vm1", "vm3"]
@@ -61,6 +63,8 @@ def format_5(core: SchedulerCore) -> dict[str, Any]:
     """The state of ``core`` as format 5 wrote it: no claim priority or preempted
     columns, no kept requests (``core`` must have neither a priority nor a preemption)."""
     data: dict[str, Any] = json.loads(encode(capture(core)))
+    assert data.pop("host_facts") == []  # format 6 and before kept no host facts
+    assert set(data["hosts"].pop("host_facts")) <= {None}
     assert set(data["claims"].pop("priority")) <= {0}
     assert all(not p for p in data["claims"].pop("preempted"))
     del data["requests"]
@@ -166,8 +170,11 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=7), "unknown snapshot format"),
+        (lambda d: d.update(format=8), "unknown snapshot format"),
         (lambda d: d["hosts"].pop("node"), "snapshot hosts must have exactly the columns"),
+        (lambda d: d["hosts"].pop("host_facts"), "snapshot hosts must have exactly the columns"),
+        (lambda d: d.update(host_facts={}), "snapshot host_facts must be a list"),
+        (lambda d: d["hosts"]["host_facts"].__setitem__(0, 3), "names host_facts 3, not an"),
         (lambda d: d["claims"].pop("fingerprint"), "snapshot claims must have exactly"),
     ],
 )

@@ -65,7 +65,7 @@ def _preempting_core() -> SchedulerCore:
 def test_priority_preempted_and_kept_requests_round_trip() -> None:
     core = _preempting_core()
     data = json.loads(encode(capture(core)))
-    assert data["format"] == SNAPSHOT_FORMAT == 6
+    assert data["format"] == SNAPSHOT_FORMAT  # 7: format 6's fields, and host facts
     claims = data["claims"]
     new = zip(claims["priority"], claims["preempted"], strict=True)
     by_uuid = dict(zip(claims["instance_uuid"], new, strict=True))
@@ -158,6 +158,7 @@ def _format_5(core: SchedulerCore) -> str:
     kept requests."""
     data = json.loads(encode(capture(core)))
     del data["claims"]["priority"], data["claims"]["preempted"], data["requests"]
+    del data["host_facts"], data["hosts"]["host_facts"]  # format 7's
     data["format"] = 5
     return json.dumps(data)
 
@@ -328,7 +329,7 @@ Damage = Callable[[dict[str, Any]], object]
             lambda d: _requests(d)["specs"][2].update(memory_mb="2048"),
             "snapshot request spec 2 does not parse",
         ),
-        (lambda d: d.update(format=7), "unknown snapshot format"),
+        (lambda d: d.update(format=8), "unknown snapshot format"),
     ],
 )
 def test_damaged_new_fields_are_refused_by_name(damage: Damage, message: str) -> None:
@@ -340,6 +341,7 @@ def test_damaged_new_fields_are_refused_by_name(damage: Damage, message: str) ->
 
 def test_a_format_5_snapshot_with_format_6_columns_is_refused() -> None:
     data = json.loads(encode(capture(_preempting_core())))
+    del data["host_facts"], data["hosts"]["host_facts"]  # format 7's
     data["format"] = 5
     with pytest.raises(ValueError, match="snapshot claims must have exactly the columns"):
         restore(SchedulerCore(CONFIG), json.dumps(data))

@@ -134,6 +134,28 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
     assert "limit_tenants_to_placement_aggregate is on but not built" in text
 
 
+def test_nova_34s_default_filters_are_all_built(tmp_path: Path) -> None:
+    path = tmp_path / "nova.conf"
+    path.write_text("[filter_scheduler]\nimage_properties_default_architecture = aarch64\n")
+    conf = read(str(path))
+    filters, _ = conf.scheduler["enabled_filters"]
+    assert filters[6:] == [
+        "ComputeFilter",
+        "ComputeCapabilitiesFilter",
+        "ImagePropertiesFilter",
+        "ServerGroupAntiAffinityFilter",
+        "ServerGroupAffinityFilter",
+    ]
+    assert not [w for w in conf.warnings if "not built in actorsched: hosts" in w]
+    assert conf.scheduler["image_properties_default_architecture"] == (
+        "aarch64",
+        "[filter_scheduler] image_properties_default_architecture",
+    )
+    path.write_text("[filter_scheduler]\nimage_properties_default_architecture = amd64\n")
+    with pytest.raises(NovaConfigError, match="image_properties_default_architecture='amd64'"):
+        read(str(path))
+
+
 def test_a_bad_nova_conf_value_is_one_line_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "nova.conf"
     path.write_text("[filter_scheduler]\nhost_subset_size = many\n")
@@ -233,7 +255,15 @@ def test_what_actorsched_cannot_honour_yet_is_refused_by_name(tmp_path: Path) ->
         {"extra_specs": {"hw:cpu_policy": "dedicated"}},
         {"extra_specs": {"resources:CUSTOM_GPU": "1"}},
         {"extra_specs": {"capabilities:cpu_info:vendor": "Intel"}},
-        {"image_properties": {"hw_architecture": "aarch64"}},
+        {
+            "image_properties": {
+                "hw_architecture": "aarch64",
+                "hw_vm_mode": "hv",  # Nova's ImageMetaProps makes it hvm
+                "img_hv_requested_version": ">=6.0,<6.2",
+                "hw_maxphysaddr_bits": 42,
+                "hw_disk_bus": "virtio",  # not read by ImagePropertiesFilter
+            }
+        },
     ]
     path = tmp_path / "specs.json"
     path.write_text(json.dumps(specs))
@@ -243,13 +273,18 @@ def test_what_actorsched_cannot_honour_yet_is_refused_by_name(tmp_path: Path) ->
         objects.request_from_primitive(cpu, None, filters=defaults)
     with pytest.raises(objects.Unsupported, match="resources:CUSTOM_GPU=1"):
         objects.request_from_primitive(gpu, None, filters=defaults)
-    with pytest.raises(objects.Unsupported, match="ComputeCapabilitiesFilter is enabled"):
-        objects.request_from_primitive(capability, None, filters=defaults)
-    with pytest.raises(objects.Unsupported, match="hw_architecture"):
-        objects.request_from_primitive(arch, None, filters=defaults)
-    # without those filters enabled, Nova would not read them either
-    assert objects.request_from_primitive(capability, None, filters=()).spec.memory_mb == 512
-    assert objects.request_from_primitive(arch, None, filters=()).spec.memory_mb == 512
+    # ComputeCapabilitiesFilter and ImagePropertiesFilter are built: what they
+    # read reaches the core, whichever filters Nova enables
+    for filters in (defaults, ()):
+        asked = objects.request_from_primitive(capability, None, filters=filters).spec
+        assert asked.extra_specs == {"capabilities:cpu_info:vendor": "Intel"}
+        image = objects.request_from_primitive(arch, None, filters=filters).spec
+        assert image.image_properties == {
+            "hw_architecture": "aarch64",
+            "hw_vm_mode": "hvm",
+            "img_hv_requested_version": ">=6.0,<6.2",
+            "hw_maxphysaddr_bits": "42",
+        }
 
 
 def test_an_object_of_another_major_version_is_refused_by_name() -> None:
