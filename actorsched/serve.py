@@ -51,7 +51,7 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
         path = service.journal
         if "://" not in path:  # a missing directory is made private to this user
             Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        journal = open_journal(path, shard=service.shard)
+        journal = open_journal(path, shard=service.shard, commit_timeout=service.commit_timeout)
     return Scheduler(
         config,
         journal=journal,

@@ -54,7 +54,7 @@ from .amqp.protocol import (
     DEFAULT_URL,
 )
 from .auth import ROLES, Role
-from .journal import DEFAULT_SHARD
+from .journal import DEFAULT_COMMIT_TIMEOUT, DEFAULT_SHARD
 from .models import Name, SchedulerConfig
 from .nova.conf import NovaConfig, NovaConfigError
 from .nova.conf import read as read_nova_conf
@@ -142,6 +142,8 @@ class ServiceSettings(BaseModel):
     no_journal: bool = False
     shard: Name = DEFAULT_SHARD
     follow_interval: float = Field(DEFAULT_FOLLOW_INTERVAL, gt=0)
+    # seconds a journal commit may take: past it serve fail-stops (its standby takes over)
+    commit_timeout: float = Field(DEFAULT_COMMIT_TIMEOUT, gt=0)
     # seconds to keep trying the broker at start, a line per attempt (0: try once)
     connect_timeout: float = Field(30.0, ge=0)
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = (
@@ -306,6 +308,11 @@ FLAGS: tuple[Flag, ...] = (
         "service",
         "follow_interval",
         "seconds between a standby's reads of the journal",
+    ),
+    Flag(
+        "service",
+        "commit_timeout",
+        "seconds a journal commit may take before serve fail-stops so its standby takes over",
     ),
     Flag(
         "service",

@@ -133,11 +133,14 @@ class MetricsServer:
 
     def _ready(self) -> str:
         """``active`` when ready; else ``failed`` once the journal failed,
-        ``broker_disconnected``, ``standby`` or ``stopped``."""
+        ``commit_overdue`` while a journal write is past its limit (the watchdog fails
+        it soon), ``broker_disconnected``, ``standby`` or ``stopped``."""
         scheduler = self._metrics.scheduler
         journal = scheduler.journal
         if journal is not None and journal.failed is not None:
             return "failed"
+        if journal is not None and journal.overdue:
+            return "commit_overdue"
         if self._connected is not None and not self._connected():
             return "broker_disconnected"
         return scheduler.role

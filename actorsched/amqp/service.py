@@ -426,7 +426,7 @@ class SchedulerService:
             )
             journal = self.scheduler.journal
             if journal is not None:
-                await self._claim_queue(channel, journal.identity)
+                await self._claim_queue(channel, journal.identity, journal.former_identities)
             # a lost channel or connection ends the term: the broker may give
             # the queue to another consumer before this one is back
             channel.close_callbacks.add(self._on_lost)
@@ -439,7 +439,9 @@ class SchedulerService:
             self._connection = None
             raise
 
-    async def _claim_queue(self, channel: AbstractRobustChannel, state: str) -> None:
+    async def _claim_queue(
+        self, channel: AbstractRobustChannel, state: str, former: tuple[str, ...] = ()
+    ) -> None:
         """One queue, one journal: the first ``serve`` of the queue records its journal's
         identity in ``<queue>.state`` (a durable queue that holds one message and
         refuses a second); a ``serve`` whose journal is another is refused here."""
@@ -452,7 +454,7 @@ class SchedulerService:
             if message is not None:
                 recorded = message.body.decode("utf-8", "replace")
                 await message.nack(requeue=True)  # it stays for the next serve to read
-                if recorded != state:
+                if recorded != state and recorded not in former:
                     raise QueueOfAnotherState(
                         f"queue {self.queue!r} answers from {recorded!r}, not from this "
                         f"serve's {state!r}: start serve with the queue's journal and shard, "

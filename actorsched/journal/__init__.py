@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 
-from .base import Journal, JournalStats, Recovery
+from .base import DEFAULT_COMMIT_TIMEOUT, Journal, JournalStats, Recovery
 from .errors import JournalError, JournalFenced, JournalGap, JournalLocked, JournalUnavailable
 from .postgres import DEFAULT_SHARD, PostgresJournal, is_postgres_url
 from .sqlite import SqliteJournal
 
 __all__ = [
+    "DEFAULT_COMMIT_TIMEOUT",
     "DEFAULT_SHARD",
     "Journal",
     "JournalError",
@@ -34,7 +35,11 @@ __all__ = [
 
 
 def open_journal(
-    where: str | os.PathLike[str], *, shard: str = DEFAULT_SHARD, snapshot_every: int = 20_000
+    where: str | os.PathLike[str],
+    *,
+    shard: str = DEFAULT_SHARD,
+    snapshot_every: int = 20_000,
+    commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
 ) -> Journal:
     """The journal ``where`` names: a ``postgresql://`` URL, or else the path of an SQLite file.
 
@@ -43,9 +48,11 @@ def open_journal(
     """
     if is_postgres_url(where):
         assert isinstance(where, str)
-        return PostgresJournal(where, shard=shard, snapshot_every=snapshot_every)
+        return PostgresJournal(
+            where, shard=shard, snapshot_every=snapshot_every, commit_timeout=commit_timeout
+        )
     if shard != DEFAULT_SHARD:
         raise ValueError(
             f"shard {shard!r} needs a postgresql:// journal; an SQLite journal holds one shard"
         )
-    return SqliteJournal(where, snapshot_every=snapshot_every)
+    return SqliteJournal(where, snapshot_every=snapshot_every, commit_timeout=commit_timeout)

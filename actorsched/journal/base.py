@@ -26,6 +26,13 @@ Rules this module keeps (a backend only stores and fetches rows):
   owner's commit fails with :class:`JournalFenced`.
 * A failed write is final: every later batch fails too (fail-stop), since
   the state in memory already holds changes the journal does not.
+* No silent hang: a commit not done within ``commit_timeout`` seconds (a
+  snapshot within ``snapshot_timeout``) fails the journal from the loop's
+  side (a watchdog), whatever the writer thread is stuck on (a database
+  link that stalls with its sockets open, a row lock another session
+  holds): every waiting batch gets the error, so the service fail-stops
+  and its standby takes over. :attr:`Journal.overdue` says, before that,
+  that the write in progress is late (``/readyz`` is not ready then).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import threading
 import time
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from ..actor import Envelope
@@ -49,7 +56,7 @@ from .errors import JournalError, JournalGap
 from .records import Record, apply, count_changes, records_of
 from .snapshot import encode, restore
 
-__all__ = ["Journal", "JournalStats", "Recovery", "Row", "StoredSnapshot"]
+__all__ = ["DEFAULT_COMMIT_TIMEOUT", "Journal", "JournalStats", "Recovery", "Row", "StoredSnapshot"]
 
 log = logging.getLogger("actorsched.journal")
 
@@ -98,6 +105,9 @@ class _Pending:
     barrier: bool = False  # answered only once everything before it, snapshots too, is done
 
 
+# seconds a commit may take before the journal fails (Journal.commit_timeout)
+DEFAULT_COMMIT_TIMEOUT = 5.0
+
 # Records fetched per query while recovering or following: bounds the memory
 # one fetch takes, whatever the length of the tail.
 _FETCH = 5_000
@@ -120,10 +130,23 @@ class Journal(ABC):
     ``snapshot_every`` bounds how many records replay has to go through.
     """
 
-    def __init__(self, *, snapshot_every: int) -> None:
+    def __init__(
+        self,
+        *,
+        snapshot_every: int,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
+        snapshot_timeout: float | None = None,
+    ) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
+        if not commit_timeout > 0:
+            raise ValueError(f"commit_timeout must be above 0, got {commit_timeout}")
         self.snapshot_every = snapshot_every
+        self.commit_timeout = commit_timeout
+        # a snapshot is one large write: it may take longer than a commit
+        self.snapshot_timeout = (
+            max(60.0, 10 * commit_timeout) if snapshot_timeout is None else snapshot_timeout
+        )
         self.stats = JournalStats()
         self.recovery: Recovery | None = None
         self._core: SchedulerCore | None = None
@@ -137,6 +160,11 @@ class Journal(ABC):
         self._closed = False
         self._opened = False
         self._term = 0
+        # what the writer thread is doing: (what, monotonic start, its limit), or None
+        self._busy: tuple[str, float, float] | None = None
+        self._waiting: set[asyncio.Future[None]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+        self._stalled = False  # the watchdog failed the journal: the writer may be stuck
 
     # -- what a backend provides ----------------------------------------------
 
@@ -151,6 +179,11 @@ class Journal(ABC):
         """The state this journal holds, the same across restarts and machines (no
         password): ``serve`` records it beside its request queue, so that a ``serve``
         with another journal or shard on the same queue is refused at start."""
+
+    @property
+    def former_identities(self) -> tuple[str, ...]:
+        """How an earlier actorsched named this same journal (a queue may still hold it)."""
+        return ()
 
     @abstractmethod
     def _connect(self) -> bool:
@@ -193,6 +226,10 @@ class Journal(ABC):
 
     def _committed(self, last_seq: int) -> None:  # noqa: B027 (a hook: none by default)
         """Note that records up to ``last_seq`` are durable (writer thread, after a commit)."""
+
+    def _describe_stall(self) -> str:
+        """What a stuck write waits on, if the backend can tell (blocking; a thread)."""
+        return ""
 
     def _describe_failure(self, exc: BaseException) -> JournalError:
         """The error that stops the journal after ``exc`` failed a write."""
@@ -357,6 +394,50 @@ class Journal(ABC):
             target=self._write_loop, name="actorsched-journal", daemon=True
         )
         self._thread.start()
+        self._watchdog = self._loop.create_task(self._watch(), name="actorsched-journal-watchdog")
+
+    def _still_busy(self, what: str, limit: float) -> None:
+        """Writer thread: the write in progress goes on as ``what`` with a new limit
+        from now (a backend that retries a lost commit under a bound of its own)."""
+        if self._busy is not None:
+            self._busy = (what, time.monotonic(), limit)
+
+    @property
+    def overdue(self) -> bool:
+        """True while the write in progress has taken longer than its limit."""
+        busy = self._busy
+        return busy is not None and time.monotonic() - busy[1] > busy[2]
+
+    async def _watch(self) -> None:
+        """Fail the journal when a write outlives its limit (the loop's side)."""
+        period = min(self.commit_timeout / 4, 0.5)
+        while self._failed is None:
+            await asyncio.sleep(period)
+            busy = self._busy
+            if busy is None or not self.overdue:
+                continue
+            what, since, limit = busy
+            try:
+                why = await asyncio.wait_for(_in_daemon_thread(self._describe_stall), 3.0)
+            except Exception as exc:
+                why = f"the database did not say what it waits on ({type(exc).__name__})"
+            if self._busy is not busy or self._failed is not None:
+                continue  # it finished meanwhile
+            self._stalled = True
+            self._fail(
+                JournalError(
+                    f"journal {self.name}: a {what} has not finished in "
+                    f"{time.monotonic() - since:.1f}s (limit {limit:g}s)"
+                    + (f"; {why}" if why else "")
+                    + "; nothing after it is durable, so this scheduler stops answering"
+                )
+            )
+            failed = self._failed
+            assert failed is not None
+            for future in list(self._waiting):
+                if not future.done():
+                    future.set_exception(failed)
+            return
 
     def submit(self, batch: list[Envelope]) -> Awaitable[None]:
         """Hand over an applied batch; the awaitable finishes once it is durable."""
@@ -383,6 +464,8 @@ class Journal(ABC):
             image = capture(self._core)  # the state exactly as this batch left it
             self._since_snapshot = 0
         self._inflight += 1
+        self._waiting.add(future)
+        future.add_done_callback(self._waiting.discard)
         self._queue.put(_Pending(batch, future, image, self._term))
         return future
 
@@ -454,7 +537,11 @@ class Journal(ABC):
                 if item.image is not None:
                     snapshot = (item.image, seq - 1, item.term)
             if rows:
-                self._write_records(rows)
+                self._busy = ("commit", time.monotonic(), self.commit_timeout)
+                try:
+                    self._write_records(rows)
+                finally:
+                    self._busy = None
                 self._committed(rows[-1][0])
         except Exception as exc:
             error = exc if isinstance(exc, JournalError) else self._describe_failure(exc)
@@ -473,9 +560,13 @@ class Journal(ABC):
         """Write ``image`` (the state after record ``seq``) and drop the records it covers."""
         try:
             body = encode(image)
-            self._write_snapshot(
-                StoredSnapshot(seq, body, hashlib.sha256(body.encode()).hexdigest()), term
-            )
+            self._busy = ("snapshot", time.monotonic(), self.snapshot_timeout)
+            try:
+                self._write_snapshot(
+                    StoredSnapshot(seq, body, hashlib.sha256(body.encode()).hexdigest()), term
+                )
+            finally:
+                self._busy = None
         except JournalError as exc:  # this process may no longer write it: one line
             log.warning("no snapshot of journal %s at record %d: %s", self.name, seq, exc)
             return
@@ -508,6 +599,15 @@ class Journal(ABC):
         if self._closed:
             return
         self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        if self._stalled:
+            # the writer thread is stuck in the database (a daemon thread: the process
+            # may exit under it); joining it or closing its connections could hang too
+            self._opened = False
+            return
         try:
             if self._thread is not None:
                 if (
@@ -537,6 +637,37 @@ class Journal(ABC):
         if self._opened:
             self._opened = False
             self._disconnect()
+
+
+def _in_daemon_thread(fn: Callable[[], str]) -> asyncio.Future[str]:
+    """``fn()`` in a daemon thread of its own: one stuck in the database must not hold
+    the process at exit, as a thread of the loop's default executor would."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def run() -> None:
+        result: str | None = None
+        error: BaseException | None = None
+        try:
+            result = fn()
+        except BaseException as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+            loop.call_soon_threadsafe(_settle_future, future, result, error)
+
+    threading.Thread(target=run, name="actorsched-journal-describe", daemon=True).start()
+    return future
+
+
+def _settle_future(
+    future: asyncio.Future[str], result: str | None, exc: BaseException | None
+) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result or "")
 
 
 def rows_of(records: Iterable[tuple[int, str, float, str, int]]) -> list[Row]:

@@ -27,13 +27,14 @@ import logging
 import os
 import socket
 import time
+import uuid
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from .base import Journal, Row, StoredSnapshot, rows_of
+from .base import DEFAULT_COMMIT_TIMEOUT, Journal, Row, StoredSnapshot, rows_of
 from .errors import JournalError, JournalFenced, JournalUnavailable
 
 __all__ = ["DEFAULT_SHARD", "SCHEMA_VERSION", "PostgresJournal", "is_postgres_url"]
@@ -114,8 +115,9 @@ class PostgresJournal(Journal):
         snapshot_every: int = 20_000,
         connect_timeout: float = 5.0,
         reconnect_timeout: float = 10.0,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
     ) -> None:
-        super().__init__(snapshot_every=snapshot_every)
+        super().__init__(snapshot_every=snapshot_every, commit_timeout=commit_timeout)
         if not is_postgres_url(url):
             raise ValueError(f"a PostgreSQL journal needs a postgresql:// URL, got {url[:80]!r}")
         self.url = url
@@ -124,6 +126,7 @@ class PostgresJournal(Journal):
         self.reconnect_timeout = reconnect_timeout
         self.epoch: int | None = None
         self._committed_at_open = 0
+        self._journal_id = ""
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
         self._owner_name = f"pid {os.getpid()} on {socket.gethostname()}"
@@ -134,19 +137,46 @@ class PostgresJournal(Journal):
 
     @property
     def identity(self) -> str:
+        # the id the database got when its tables were made (set once the journal is
+        # open): the same database by any address (a proxy, a DNS name) is one journal
+        return f"postgresql journal {self._journal_id} shard {self.shard}"
+
+    @property
+    def former_identities(self) -> tuple[str, ...]:
+        # 0.x named it by its address, which a proxy or another DNS name changes
         info = conninfo_to_dict(self.url)
         where = f"{info.get('host', '')}:{info.get('port', '5432')}/{info.get('dbname', '')}"
-        return f"postgresql {where} shard {self.shard}"
+        return (f"postgresql {where} shard {self.shard}",)
 
     # -- connecting -----------------------------------------------------------
 
-    def _new_connection(self) -> psycopg.Connection[Any]:
+    def _new_connection(
+        self, *, writer: bool = False, connect_timeout: float | None = None
+    ) -> psycopg.Connection[Any]:
+        """A connection that notices a dead link (TCP keepalives, and unacknowledged
+        data given up after ``commit_timeout``). The writer's statements also give up
+        on a lock or a statement after twice ``commit_timeout`` (a snapshot sets its
+        own): the watchdog fails the journal first, and the bound in the database
+        makes sure the commit of a process that is gone never lands later. The
+        reader has no statement or lock bound: a standby's takeover waits for a lock
+        a dying owner's commit still holds."""
+        limit_ms = max(1, round(self.commit_timeout * 1000))
+        server_ms = 2 * limit_ms
+        options = f"-c statement_timeout={server_ms} -c lock_timeout={server_ms}" if writer else ""
         try:
             return psycopg.connect(
                 self.url,
                 autocommit=True,
-                connect_timeout=max(1, round(self.connect_timeout)),
+                connect_timeout=max(
+                    1, round(self.connect_timeout if connect_timeout is None else connect_timeout)
+                ),
                 application_name=f"actorsched {self.shard}",
+                keepalives=1,
+                keepalives_idle=max(1, round(self.commit_timeout)),
+                keepalives_interval=1,
+                keepalives_count=3,
+                tcp_user_timeout=limit_ms,
+                options=options,
             )
         except psycopg.Error as exc:
             raise JournalUnavailable(f"cannot connect to journal {self.name}: {exc}") from exc
@@ -170,8 +200,8 @@ class PostgresJournal(Journal):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO actorsched_meta (key, value) VALUES ('magic', %s),"
-                    " ('schema_version', %s) ON CONFLICT (key) DO NOTHING",
-                    (MAGIC, str(SCHEMA_VERSION)),
+                    " ('schema_version', %s), ('journal_id', %s) ON CONFLICT (key) DO NOTHING",
+                    (MAGIC, str(SCHEMA_VERSION), uuid.uuid4().hex),
                 )
                 meta = dict(conn.execute("SELECT key, value FROM actorsched_meta").fetchall())
                 inserted = conn.execute(
@@ -191,6 +221,7 @@ class PostgresJournal(Journal):
                 f"{self.name}: table actorsched_meta has magic {meta.get('magic')!r}, not "
                 f"{MAGIC!r}; point the scheduler at another database"
             )
+        self._journal_id = str(meta.get("journal_id", ""))
         version = meta.get("schema_version", "")
         if not version.isdigit() or int(version) != SCHEMA_VERSION:
             raise JournalError(
@@ -212,8 +243,40 @@ class PostgresJournal(Journal):
 
     def _write_conn(self) -> psycopg.Connection[Any]:
         if self._writer is None or self._writer.closed:
-            self._writer = self._new_connection()
+            self._writer = self._new_connection(writer=True)
         return self._writer
+
+    def _describe_stall(self) -> str:
+        writer = self._writer
+        pid = writer.info.backend_pid if writer is not None and not writer.closed else 0
+        try:
+            with self._new_connection(connect_timeout=2.0) as conn:
+                conn.execute("SET statement_timeout = 2000")
+                blockers = conn.execute(
+                    "SELECT a.pid, a.application_name, a.state, a.client_addr::text"
+                    " FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids(%s))",
+                    (pid,),
+                ).fetchall()
+                present = conn.execute(
+                    "SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+        except (psycopg.Error, JournalError) as exc:
+            return f"the database cannot be asked what it waits on ({str(exc).strip()})"
+        if blockers:
+            held = ", ".join(
+                f"pid {b[0]} (application {b[1]!r}, {b[2]}, from {b[3] or 'a local socket'})"
+                for b in blockers
+            )
+            return f"the commit's backend (pid {pid}) waits on a lock held by {held}"
+        if present is None:
+            return (
+                f"the commit's backend (pid {pid}) is not in the database: the link to it "
+                "is stalled or cut"
+            )
+        return (
+            f"the commit's backend (pid {pid}) is {present[0]} and waits on no lock: the "
+            "link to the database is stalled"
+        )
 
     # -- reading --------------------------------------------------------------
 
@@ -361,6 +424,10 @@ class PostgresJournal(Journal):
             str(exc).strip(),
             self.reconnect_timeout,
         )
+        # a known state, logged, with a bound of its own: the watchdog waits for it
+        self._still_busy(
+            "commit after a lost connection", self.reconnect_timeout + self.commit_timeout
+        )
         while True:
             if self._writer is not None:
                 self._writer.close()
@@ -392,6 +459,11 @@ class PostgresJournal(Journal):
     def _write_snapshot(self, snapshot: StoredSnapshot, term: int) -> None:
         conn = self._write_conn()
         with conn.transaction():
+            # one large write: the snapshot's own bound, not a commit's
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, true)",
+                (str(max(1, round(self.snapshot_timeout * 1000))),),
+            )
             row = conn.execute(
                 "SELECT epoch FROM actorsched_shards WHERE shard = %s FOR UPDATE", (self.shard,)
             ).fetchone()

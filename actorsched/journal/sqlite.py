@@ -28,7 +28,15 @@ import uuid
 from pathlib import Path
 from typing import IO, Literal
 
-from .base import Journal, JournalStats, Recovery, Row, StoredSnapshot, rows_of
+from .base import (
+    DEFAULT_COMMIT_TIMEOUT,
+    Journal,
+    JournalStats,
+    Recovery,
+    Row,
+    StoredSnapshot,
+    rows_of,
+)
 from .errors import JournalError, JournalLocked
 
 __all__ = ["MAGIC", "SCHEMA_VERSION", "JournalStats", "Recovery", "SqliteJournal"]
@@ -93,8 +101,9 @@ class SqliteJournal(Journal):
         snapshot_every: int = 20_000,
         synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL",
         min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
     ) -> None:
-        super().__init__(snapshot_every=snapshot_every)
+        super().__init__(snapshot_every=snapshot_every, commit_timeout=commit_timeout)
         if min_free_bytes < 0:
             raise ValueError(f"min_free_bytes must be 0 or more, got {min_free_bytes}")
         self.path = Path(path)
