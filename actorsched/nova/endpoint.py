@@ -46,6 +46,7 @@ from aio_pika.abc import (
 from pydantic import ValidationError
 
 from ..amqp.metrics import ServiceMetrics
+from ..amqp.service import shown
 from ..auth import ROLES, Role
 from ..core import GetHostStates
 from ..errors import InvalidRequest, NoValidHost, SchedulerStopped
@@ -63,6 +64,10 @@ TOPIC = "scheduler"  # nova.scheduler.rpcapi.RPC_TOPIC
 DEAD_QUEUE = "actorsched.nova.dead"
 _FANOUT_TTL_MS = 1_800_000  # oslo's rabbit_transient_queues_ttl
 _DEAD_KEEP = 4_096  # bytes of a bad message kept in its dead letter
+# instances one update/sync cast may list, and how many of them are looked up to
+# learn which node the service host runs
+_MAX_CAST_INSTANCES = 100_000
+_MAPPING_LOOKUPS = 8
 _FACTS_TTL = 2.0  # seconds a host's node and zone are taken from the last copy
 _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
     aiormq.exceptions.AMQPError,
@@ -111,6 +116,32 @@ def _bad(message: str, outcome: str = "bad_input") -> _Refused:
     return _Refused(wire.failure_body("ValueError", "builtins", message, args=[message]), outcome)
 
 
+def _instance_uuids(primitive: Any) -> list[str]:
+    """The uuids of an InstanceList (or one Instance) primitive as oslo sends it."""
+    if not isinstance(primitive, dict):
+        raise _bad("update_instance_info needs instance_info, an InstanceList object")
+    name = primitive.get("nova_object.name")
+    data = primitive.get("nova_object.data")
+    if not isinstance(data, dict):
+        raise _bad("instance_info has no nova_object.data")
+    if name == "Instance":
+        items: Any = [primitive]
+    elif name == "InstanceList":
+        items = data.get("objects")
+        if not isinstance(items, list):
+            raise _bad("instance_info (an InstanceList) has no objects list")
+    else:
+        raise _bad(f"instance_info is a {name!r}, not an InstanceList")
+    uuids: list[str] = []
+    for item in items:
+        fields = item.get("nova_object.data") if isinstance(item, dict) else None
+        value = fields.get("uuid") if isinstance(fields, dict) else None
+        if not isinstance(value, str) or not value:
+            raise _bad("an Instance in instance_info has no uuid")
+        uuids.append(value)
+    return uuids
+
+
 class NovaEndpoint:
     """Answers Nova's scheduler RPC API on the broker of ``nova.amqp_url`` from ``scheduler``.
 
@@ -157,6 +188,9 @@ class NovaEndpoint:
         self._aggregates_lock = asyncio.Lock()
         self._facts: dict[str, tuple[str, str | None]] = {}
         self._facts_at = -_FACTS_TTL
+        # actorsched host (Nova's node) -> Nova's service host, from the instance casts
+        self._service_hosts: dict[str, str] = {}
+        self._service_hosts_known: set[str] = set()
         self._consuming = False
         # Nova's topic; another one only for tests that share a broker (queue names are
         # global on a vhost, whatever the exchange)
@@ -463,12 +497,18 @@ class NovaEndpoint:
             if return_objects:
                 answer.append(
                     [
-                        objects.selection_primitive(host, *facts[host], self.cell_uuid)
+                        objects.selection_primitive(
+                            self.service_host(host), *facts[host], self.cell_uuid
+                        )
                         for host in hosts
                     ]
                 )
             else:
-                answer.append(objects.legacy_destination(host=hosts[0], node=facts[hosts[0]][0]))
+                answer.append(
+                    objects.legacy_destination(
+                        host=self.service_host(hosts[0]), node=facts[hosts[0]][0]
+                    )
+                )
         return answer
 
     async def _host_facts(self, hosts: list[str]) -> dict[str, tuple[str, str | None]]:
@@ -543,11 +583,62 @@ class NovaEndpoint:
         self._facts_at = -_FACTS_TTL
 
     async def _instance_info(self, call: wire.Call) -> None:
-        # what a host lists comes with its reports here; Nova's casts are read, counted
-        # and checked, not applied yet (see the README's "Called by Nova")
+        """A compute's word on its instances. Its figures come with the host's reports
+        (or Placement); what a cast adds is Nova's service host of the node an instance
+        is on (Selections name it), and a deleted instance's claim freed at once."""
         host = call.args.get("host_name")
-        if not isinstance(host, str):
-            raise _bad(f"{call.method} needs host_name")
+        if not isinstance(host, str) or not host:
+            raise _bad(f"{call.method} needs host_name, a non-empty string")
+        if call.method == "delete_instance_info":
+            instance = call.args.get("instance_uuid")
+            if not isinstance(instance, str) or not instance:
+                raise _bad("delete_instance_info needs instance_uuid, a non-empty string")
+            await self._forget_instance(host, instance)
+            return
+        if call.method == "sync_instance_info":
+            uuids = call.args.get("instance_uuids")
+            if not isinstance(uuids, list) or not all(isinstance(u, str) for u in uuids):
+                raise _bad("sync_instance_info needs instance_uuids, a list of strings")
+        else:
+            uuids = _instance_uuids(call.args.get("instance_info"))
+        if len(uuids) > _MAX_CAST_INSTANCES:
+            raise _bad(
+                f"{call.method} lists {len(uuids):,} instances, over {_MAX_CAST_INSTANCES:,}"
+            )
+        await self._learn_service_host(host, uuids)
+
+    async def _learn_service_host(self, host: str, uuids: list[str]) -> None:
+        """Which of actorsched's hosts (Nova's nodes) Nova's service ``host`` runs, from
+        where the first of its instances that actorsched knows is. Once per service
+        host: a periodic sync of a known one costs nothing."""
+        if host in self._service_hosts_known:
+            return
+        for instance in uuids[:_MAPPING_LOOKUPS]:
+            node = (await self.scheduler.where(instance)).host
+            if node is None:
+                continue
+            if len(self._service_hosts) >= self.scheduler.config.max_hosts:
+                log.warning(
+                    "not mapping service host %s: %d are mapped",
+                    shown(host),
+                    len(self._service_hosts),
+                )
+                return
+            self._service_hosts[node] = host
+            self._service_hosts_known.add(host)
+            return
+
+    async def _forget_instance(self, host: str, instance: str) -> None:
+        """Nova deleted ``instance`` from service ``host`` (or moved it away): its claim
+        is freed when it is on a node of that host; a move's destination keeps it."""
+        node = (await self.scheduler.where(instance)).host
+        if node is None or self._service_hosts.get(node, node) != host:
+            return
+        await self.scheduler.release(instance)
+
+    def service_host(self, node: str) -> str:
+        """Nova's service host of actorsched's host ``node`` (itself until a cast says)."""
+        return self._service_hosts.get(node, node)
 
     _METHODS: ClassVar[dict[str, Callable[[NovaEndpoint, wire.Call], Awaitable[Any]]]] = {
         "select_destinations": _select_destinations,

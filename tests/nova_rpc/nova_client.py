@@ -14,7 +14,8 @@ force_hosts, force_nodes, destination_host, destination_node, project_id,
 image_properties, scheduler_hints), ``{"op": "update_aggregates", "name": ...,
 "hosts": [...], "metadata": {...}}``, ``{"op": "delete_aggregate", "name": ...}``,
 ``{"op": "update_instance_info", "host": ..., "uuids": [...]}``,
-``{"op": "sync_instance_info", "host": ..., "uuids": [...]}``, ``{"op":
+``{"op": "sync_instance_info", "host": ..., "uuids": [...]}``,
+``{"op": "delete_instance_info", "host": ..., "uuid": ...}``, ``{"op":
 "raw_call", "method": ..., "version": ..., "args": {...}}`` (oslo's client
 with a hand-made message), or ``{"op": "sleep", "seconds": S}``.
 """
@@ -147,6 +148,8 @@ def _run(step: dict[str, Any]) -> Any:
         return api.update_instance_info(ctxt, step["host"], instances)
     if op == "sync_instance_info":
         return api.sync_instance_info(ctxt, step["host"], step["uuids"])
+    if op == "delete_instance_info":
+        return api.delete_instance_info(ctxt, step["host"], step["uuid"])
     if op == "raw_call":
         client = rpc.get_client(api.client.target, serializer=None)
         cctxt = client.prepare(version=step.get("version", "4.5"), timeout=step.get("timeout", 30))

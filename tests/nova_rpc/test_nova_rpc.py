@@ -500,3 +500,70 @@ async def test_a_move_of_a_claimed_instance_is_no_valid_host_naming_why(tmp_path
         assert "already holds a claim on h2" in move["message"]
         claims = (await stack.scheduler.claims()).claims
         assert [(c.instance_uuid, c.host) for c in claims] == [(instance, "h2")]
+
+
+async def _cast_done(stack: NovaStack, method: str, count: int) -> None:
+    for _ in range(200):
+        if stack.endpoint.counts.get((method, "ok"), 0) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{method} not handled {count} times: {stack.endpoint.counts}")
+
+
+async def test_instance_casts_name_the_service_host_and_a_delete_frees_the_claim(
+    tmp_path: Path,
+) -> None:
+    # the nodes report under their own names; Nova's computes cast under service hosts
+    hosts = [
+        _report("node-a.example", 8192, node="node-a.example"),
+        _report("node-b.example", 4096, node="node-b.example"),
+    ]
+    async with nova_stack(tmp_path, hosts) as stack:
+        first, second = _uuids(2)
+        (got,) = await stack.nova({"op": "select", "uuids": [first], "spec": {"memory_mb": 1024}})
+        assert got["ok"], got
+        [[chosen, _alternate]] = got["result"]
+        assert (chosen["service_host"], chosen["nodename"]) == ("node-a.example",) * 2
+        # the compute that runs node-a says so: Selections name its service host now
+        await stack.nova(
+            {"op": "update_instance_info", "host": "compute-a", "uuids": [first]},
+            {"op": "sync_instance_info", "host": "compute-a", "uuids": [first]},
+        )
+        await _cast_done(stack, "sync_instance_info", 1)
+        # 5000 MB: only node-a fits
+        (got,) = await stack.nova({"op": "select", "uuids": [second], "spec": {"memory_mb": 5000}})
+        [[chosen]] = got["result"]
+        assert (chosen["service_host"], chosen["nodename"]) == ("compute-a", "node-a.example")
+        # and the other node, of no known service host, is named by itself
+        (got,) = await stack.nova(
+            {
+                "op": "select",
+                "uuids": _uuids(1),
+                "spec": {"memory_mb": 3000},
+                "return_alternates": False,
+            }
+        )
+        [[other]] = got["result"]
+        assert (other["service_host"], other["nodename"]) == ("node-b.example",) * 2
+        # a delete cast from another service host (a move's source) frees nothing
+        await stack.nova({"op": "delete_instance_info", "host": "compute-b", "uuid": first})
+        await _cast_done(stack, "delete_instance_info", 1)
+        claims = {c.instance_uuid for c in (await stack.scheduler.claims()).claims}
+        assert {first, second} <= claims
+        # the one from the host it is on frees its claim at once
+        await stack.nova({"op": "delete_instance_info", "host": "compute-a", "uuid": first})
+        await _cast_done(stack, "delete_instance_info", 2)
+        claims = {c.instance_uuid for c in (await stack.scheduler.claims()).claims}
+        assert first not in claims
+        assert second in claims
+        # a cast Nova could not have sent is refused with its reason, and nothing changes
+        await stack.nova(
+            {
+                "op": "raw_call",
+                "method": "sync_instance_info",
+                "args": {"host_name": "compute-a", "instance_uuids": "not a list"},
+                "timeout": 5,
+            }
+        )
+        assert stack.endpoint.counts.get(("sync_instance_info", "bad_input"), 0) == 1
+        assert len((await stack.scheduler.claims()).claims) == len(claims)
