@@ -96,6 +96,12 @@ class ServiceMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.redelivered = Counter(
+            "actorsched_redelivered",
+            "Deliveries the broker marked as delivered before, by operation",
+            ["op"],
+            registry=self.registry,
+        )
         self.in_flight = Gauge(
             "actorsched_in_flight",
             "Deliveries being handled now (at most the prefetch)",

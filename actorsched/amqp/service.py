@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -163,6 +164,13 @@ _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+
+def _quiet(task: asyncio.Future[Any]) -> None:
+    """Take a background ack's or reply's outcome, so that a failure is not logged
+    again as never retrieved (the one who gave up on it said so already)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _channel_open(message: AbstractIncomingMessage) -> bool:
@@ -357,6 +365,10 @@ class SchedulerService:
         self.accepted = 0  # deliveries this service started to handle
         self.answered = 0  # ... that it acked (answered, or dead-lettered)
         self.returned = 0  # ... that it handed back to the broker
+        self.redelivered = 0  # deliveries the broker had delivered before
+        self.replies_lost = 0  # replies that could not be published (the work stands)
+        self.replies_slow = 0  # ... that took longer than publish_timeout (sent later)
+        self._late_replies: set[asyncio.Future[None]] = set()
         self.operations = 0  # operations in the deliveries it acked (a batch counts its items)
         # told True when a term begins and False when it ends (another adapter of the
         # same owner, such as the Nova endpoint, consumes only during a term)
@@ -669,6 +681,9 @@ class SchedulerService:
         self.accepted += 1
         op_label = message.type if message.type in OPERATIONS else "unknown"
         metrics = self.metrics
+        if message.redelivered:
+            self.redelivered += 1
+            metrics.redelivered.labels(op_label).inc()
         metrics.in_flight.inc()
         items: list[tuple[str, str]] = []  # (op, outcome) of each item of a batch
         try:
@@ -873,27 +888,74 @@ class SchedulerService:
     async def _answer(
         self, message: AbstractIncomingMessage, op_name: str, body: bytes, outcome: str
     ) -> str:
+        """Reply and ack a delivery whose work is done (applied, and durable).
+
+        Neither a reply nor an ack that fails is turned into a requeue: the work
+        stands, so doing it again would only repeat it (and, at the delivery
+        limit, dead-letter good messages). A reply slower than
+        ``publish_timeout`` goes on in the background (at most ``prefetch`` of
+        them: past that, the next reply waits for room, which is backpressure
+        on the broker); one that fails (its channel closed) is lost, and the
+        caller's retry is answered from the state. An ack is sent the same way:
+        slow on a live connection, it goes out when the connection gets to it;
+        on a channel that closed, the broker delivers the message again,
+        answered from the state.
+        """
+        if message.reply_to:
+            await self._reply(message, op_name, body)
+        # shielded: an ack given up on here still goes out when the connection gets to
+        # it, so a live channel never keeps a delivery (and its prefetch slot) for ever
+        ack = asyncio.ensure_future(message.ack())
+        ack.add_done_callback(_quiet)
         try:
-            if message.reply_to:
-                await self._publish_reply(message, op_name, body)
-            await asyncio.wait_for(message.ack(), self._ack_timeout)
+            await asyncio.wait_for(asyncio.shield(ack), self._ack_timeout)
         except _CHANNEL_ERRORS as exc:
             log.warning(
-                "could not reply to or ack %s (%s); the broker will deliver it again",
+                "could not ack %s within %gs (%s); not requeued: its work stands, and a "
+                "delivery again (if its channel closed) is answered from the state",
                 op_name,
+                self._ack_timeout,
                 str(exc) or type(exc).__name__,
             )
             self.ack_failures += 1
-            await self._nack(message)
-            return "unacked"
         return outcome
+
+    async def _reply(self, message: AbstractIncomingMessage, op_name: str, body: bytes) -> None:
+        late = self._late_replies
+        while len(late) >= self.prefetch:
+            await asyncio.wait(late, return_when=asyncio.FIRST_COMPLETED)
+        reply = asyncio.ensure_future(self._publish_reply(message, op_name, body))
+        try:
+            await asyncio.wait_for(asyncio.shield(reply), self._publish_timeout)
+            return
+        except TimeoutError:
+            self.replies_slow += 1
+            late.add(reply)
+            reply.add_done_callback(late.discard)
+            reply.add_done_callback(functools.partial(self._late_reply_done, op_name))
+        except _CHANNEL_ERRORS as exc:
+            self._reply_lost(op_name, exc)
+
+    def _late_reply_done(self, op_name: str, reply: asyncio.Future[None]) -> None:
+        if not reply.cancelled() and (exc := reply.exception()) is not None:
+            self._reply_lost(op_name, exc)
+
+    def _reply_lost(self, op_name: str, exc: BaseException) -> None:
+        self.replies_lost += 1
+        log.warning(
+            "could not reply to %s (%s); its work stands, and a retry is answered from the state",
+            op_name,
+            str(exc) or type(exc).__name__,
+        )
 
     async def _nack(self, message: AbstractIncomingMessage) -> bool:
         """Hand ``message`` back to the broker, within ``ack_timeout``; False if it could not."""
+        nack = asyncio.ensure_future(message.nack(requeue=True))
+        nack.add_done_callback(_quiet)  # shielded, as an ack (see _answer)
         try:
-            await asyncio.wait_for(message.nack(requeue=True), self._ack_timeout)
+            await asyncio.wait_for(asyncio.shield(nack), self._ack_timeout)
         except _CHANNEL_ERRORS:
-            return False  # the broker delivers it again when the channel closes
+            return False  # it goes out later, or the broker delivers it again on a close
         return True
 
     async def _publish_reply(
@@ -908,9 +970,10 @@ class SchedulerService:
             type=op_name,
             delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
         )
-        # mandatory=False: a client that went away has no queue; its claim stands all the same
+        # mandatory=False: a client that went away has no queue; its claim stands all the same.
+        # No timeout of its own: _reply bounds the wait and lets a slow one finish
         await self._channel.default_exchange.publish(
-            reply, routing_key=message.reply_to, mandatory=False, timeout=self._publish_timeout
+            reply, routing_key=message.reply_to, mandatory=False
         )
 
     async def _give_back(self, message: AbstractIncomingMessage) -> str:
