@@ -612,3 +612,12 @@ class SchedulerConfig(BaseModel):
     # (kube's minCandidateNodesAbsolute): the bound on its work in the owner
     preemption_candidates: int = Field(100, ge=1)
     seed: int | None = None
+    # which Nova release's rules where Nova 18 and Nova 34 differ: a weight below its
+    # weigher's minval (18: lowers the low end to itself; 34: counts as the minval), the
+    # zone asked (18: AvailabilityZoneFilter, zoneless hosts in the default zone; 34:
+    # the request filter map_az_to_placement_aggregate), AggregateMultiTenancyIsolation's
+    # keys (18: filter_tenant_id; 34: every filter_tenant_id* key), a class asked 0 of
+    # (34: asks nothing of it), a host reporting 0 vCPUs (18: CoreFilter passes it; 34:
+    # no inventory, takes no vCPU), a numeric extra spec against a value that is not a
+    # number (18: no match; 34: InvalidRequest). A nova.conf read sets 34.
+    nova_release: Literal[18, 34] = 18

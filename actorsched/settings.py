@@ -443,12 +443,31 @@ class Settings:
         return rows
 
 
+def _integer(value: Any) -> Any:
+    """Text that is an integer as that integer (a choice of numbers, ``nova_release``,
+    from the environment or a flag: pydantic matches a Literal by value, never text)."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    return value
+
+
+def _is_number_choice(annotation: Any) -> bool:
+    choices = typing.get_args(annotation)
+    return typing.get_origin(annotation) is Literal and all(type(c) is int for c in choices)
+
+
 def _lax(section: str, *, strict: bool = False) -> type[BaseModel]:
     """A twin of the section's model that converts text (from the environment or a
     flag) to the field's type: each field optional, the same annotation."""
     model = _MODELS[section]
     fields: dict[str, Any] = {
-        name: (info.annotation, info) for name, info in model.model_fields.items()
+        name: (
+            Annotated[info.annotation, BeforeValidator(_integer)]
+            if not strict and _is_number_choice(info.annotation)
+            else info.annotation,
+            info,
+        )
+        for name, info in model.model_fields.items()
     }
     return create_model(
         f"_Lax{model.__name__}",

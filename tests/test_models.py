@@ -342,6 +342,14 @@ def test_config_rejects_out_of_range(field: str, value: float) -> None:
     assert info.value.errors()[0]["loc"][0] == field
 
 
+def test_nova_release_is_18_unless_set_to_34() -> None:
+    assert SchedulerConfig().nova_release == 18  # the default keeps Nova 18's rules
+    assert SchedulerConfig(nova_release=34).nova_release == 34
+    for bad in (19, "34", True):
+        with pytest.raises(ValidationError, match="nova_release"):
+            SchedulerConfig.model_validate({"nova_release": bad})
+
+
 def test_scheduler_config_is_strict_about_types() -> None:
     with pytest.raises(ValidationError, match="host_subset_size"):
         SchedulerConfig(host_subset_size="2")  # type: ignore[arg-type]

@@ -377,6 +377,22 @@ def test_a_files_values_are_checked_strictly(line: str, field: str, tmp_path: Pa
         load(_args("--config", str(path)))
 
 
+def test_nova_release_is_34_from_a_nova_conf_and_a_choice_of_two_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load(_args()).scheduler.nova_release == 18
+    nova_conf = tmp_path / "nova.conf"
+    nova_conf.write_text("[DEFAULT]\n")
+    settings = load(_args("--nova-config", str(nova_conf)))
+    assert settings.scheduler.nova_release == 34
+    assert settings.sources["scheduler.nova_release"] == f"nova.conf {nova_conf} Nova 34"
+    monkeypatch.setenv("ACTORSCHED_NOVA_RELEASE", "18")  # the environment wins over it
+    assert load(_args("--nova-config", str(nova_conf))).scheduler.nova_release == 18
+    monkeypatch.setenv("ACTORSCHED_NOVA_RELEASE", "22")
+    with pytest.raises(SettingsError, match=r"setting nova_release=22 .*should be 18 or 34"):
+        load(_args())
+
+
 def test_sigterm_while_the_broker_is_retried_stops_serve_at_once_with_0(tmp_path: Path) -> None:
     command = [
         sys.executable,

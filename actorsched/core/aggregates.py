@@ -25,7 +25,10 @@ and ``extra_specs_ops.py``; no code of theirs):
   smallest, written once in :func:`_smallest_number`.
 * A host's availability zone comes from at most one zone: as Nova's
   aggregate API, an aggregate's ``availability_zone`` may not conflict with
-  another zone one of its hosts is in.
+  another zone one of its hosts is in. Which zones some aggregate names,
+  with hosts or not, is kept (:meth:`AggregateBook.names_zone`): Nova 34's
+  zone request filter (``nova_release`` 34) asks it of a request for the
+  default zone.
 """
 
 from __future__ import annotations
@@ -46,11 +49,15 @@ __all__ = [
     "RATIO_KEYS",
     "AggregateBook",
     "AggregateChange",
+    "is_number",
     "match_extra_spec",
+    "numeric_operand",
     "scoped_extra_specs",
 ]
 
 AZ_KEY = "availability_zone"
+# Nova 34's AggregateMultiTenancyIsolation reads every key that starts with it
+# (filter_tenant_id2 ...), Nova 18's this one only
 TENANT_KEY = "filter_tenant_id"
 TYPE_KEY = "instance_type"
 # the extra-spec scope AggregateInstanceExtraSpecsFilter reads besides unscoped keys
@@ -65,6 +72,32 @@ _MAX_ANSWER_CELLS = 1 << 24
 
 def _as_float(value: str) -> float:
     return float(value)
+
+
+def is_number(text: str) -> bool:
+    """Whether ``float(text)`` takes ``text``, as extra_specs_ops' numeric operators
+    read an aggregate value and an operand (``" 2 "``, ``"1e3"``, ``"inf"`` are)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# extra_specs_ops' operators that compare as numbers (float() of both sides)
+_NUMERIC_OPS = frozenset({"=", "==", "!=", ">=", "<="})
+
+
+def numeric_operand(requested: str) -> str | None:
+    """The operand of a numeric operator (``"= 2"``, ``">= 4"`` ...: ``"2"``, ``"4"``),
+    or None for any other requirement (a string operator, ``<in>``, ``<or>``, a
+    plain value, an operator with no operand: Nova then compares nothing).
+
+    >>> numeric_operand(">= 4"), numeric_operand("s>= 4"), numeric_operand(">=")
+    ('4', None, None)
+    """
+    words = requested.split()
+    return words[1] if len(words) > 1 and words[0] in _NUMERIC_OPS else None
 
 
 # extra_specs_ops' operators: (aggregate value, requested word(s)) -> bool
@@ -92,7 +125,10 @@ def match_extra_spec(value: str, requested: str) -> bool:
     operand(s) (``">= 4"``, ``"<in> ssd"``, ``"<all-in> a b"``,
     ``"s== fast"``, ``"<or> a <or> b"``), or else a plain string compared
     for equality. A numeric operator over a value that is not a number is
-    no match here (Nova raises, failing the whole request).
+    no match here; Nova raises ValueError out of the filter, failing the
+    whole request, and so does AggregateInstanceExtraSpecsFilter with
+    ``nova_release`` 34 before it matches (InvalidRequest,
+    :func:`numeric_operand`).
 
     >>> match_extra_spec("8", ">= 4"), match_extra_spec("ssd,hdd", "<in> ssd")
     (True, True)
@@ -197,10 +233,20 @@ class AggregateBook:
     membership_ids: dict[tuple[str, ...], int] = field(default_factory=lambda: {(): 0})
     # how many aggregates have each metadata key (only keys some aggregate has)
     _with_key: dict[str, int] = field(default_factory=dict)
+    # has_prefix's answers, until an aggregate changes
+    _with_prefix: dict[str, bool] = field(default_factory=dict)
+    # how many aggregates name each availability zone (only zones some aggregate names)
+    _zones: dict[str, int] = field(default_factory=dict)
     _answers: dict[object, NDArray[np.bool_]] = field(default_factory=dict)
     # per-membership weigher multipliers, by (metadata key, configured multiplier)
     _multipliers: dict[tuple[str, float], NDArray[np.float64]] = field(default_factory=dict)
     members: int = 0  # host memberships of every aggregate together
+    # the keys AggregateMultiTenancyIsolation reads: every filter_tenant_id* key
+    # (Nova 34), or filter_tenant_id only (Nova 18); config is fixed, so decided once
+    _tenant_prefix: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._tenant_prefix = self.config.nova_release == 34
 
     # -- reading ------------------------------------------------------------
 
@@ -228,6 +274,20 @@ class AggregateBook:
         """True when some aggregate has metadata ``key``."""
         return key in self._with_key
 
+    def has_prefix(self, prefix: str) -> bool:
+        """True when some aggregate has a metadata key that starts with ``prefix``."""
+        found = self._with_prefix.get(prefix)
+        if found is None:
+            found = self._with_prefix[prefix] = any(k.startswith(prefix) for k in self._with_key)
+        return found
+
+    def has_tenant_key(self) -> bool:
+        """True when some aggregate has a key AggregateMultiTenancyIsolation reads:
+        ``filter_tenant_id`` (Nova 18), or any that starts with it (``nova_release`` 34)."""
+        if self._tenant_prefix:
+            return self.has_prefix(TENANT_KEY)
+        return TENANT_KEY in self._with_key
+
     def has_any(self, keys: frozenset[str]) -> bool:
         """True when some aggregate has one of the metadata ``keys``."""
         return not self._with_key.keys().isdisjoint(keys)
@@ -254,6 +314,12 @@ class AggregateBook:
             if value is not None:
                 found.add(value)
         return found
+
+    def names_zone(self, zone: str) -> bool:
+        """True when some aggregate's ``availability_zone`` is ``zone`` (Nova's
+        ``AggregateList.get_by_metadata(key='availability_zone', value=zone)``),
+        whether or not it has hosts."""
+        return zone in self._zones
 
     def zone_of(self, membership: int) -> str | None:
         """The availability zone the aggregates of ``membership`` put a host in, or None."""
@@ -453,16 +519,20 @@ class AggregateBook:
             self.of_host[host] = self.of_host.get(host, frozenset()) | {name}
         self._answers.clear()
         self._multipliers.clear()
+        self._with_prefix.clear()
         return before | after
 
     def _count_keys(self, metadata: Mapping[str, str], sign: int) -> None:
-        with_key = self._with_key
-        for key in metadata:
-            count = with_key.get(key, 0) + sign
-            if count:
-                with_key[key] = count
-            else:
-                del with_key[key]  # only keys some aggregate has: has_any compares the keys
+        for counts, keys in (
+            (self._with_key, metadata),
+            (self._zones, (metadata[AZ_KEY],) if AZ_KEY in metadata else ()),
+        ):
+            for key in keys:
+                count = counts.get(key, 0) + sign
+                if count:
+                    counts[key] = count
+                else:
+                    del counts[key]  # only keys some aggregate has: has_any compares the keys
 
     @property
     def compact_due(self) -> bool:

@@ -175,6 +175,7 @@ class SchedulerCore:
             layout.order,
             len(layout.multipliers),
             layout.floors,
+            nova_release=config.nova_release,
         )
         self.ledger = ClaimLedger()
         self.filters: list[HostFilter] = [

@@ -10,10 +10,17 @@ The protocol (also how a user plugs in a filter)::
 Return ``None`` when the filter does not apply to this request (no zone
 asked for, no hints ...): it then costs nothing and removes no host. A
 filter must not change the table. Semantics follow Nova's filters of the
-same name (release 18.0.0); the resource filters' rule is the table's
-headroom (see ``HostTable._derive``): the capacity left with the allocation
-ratio, never more than the host's own total (an instance may not overcommit
-against itself), and CoreFilter passes a host that reports 0 vCPUs.
+same name (release 18.0.0), or Nova 34's where they differ when
+``SchedulerConfig.nova_release`` is 34 (what a nova.conf sets): the
+resources as Placement decides them, the zone as the request filter that
+took AvailabilityZoneFilter's place, every ``filter_tenant_id*`` key, and
+InvalidRequest for a numeric extra spec that meets no number. The resource
+filters' rule is the table's headroom (see ``HostTable._derive``): the
+capacity left with the allocation ratio, never more than the host's own
+total (an instance may not overcommit against itself). Nova 18: a host that
+reports 0 vCPUs passes CoreFilter. Nova 34 (Placement): a headroom is never
+below 0, so a request asking 0 of a class asks nothing of it, and a host
+that reports 0 of a class takes no request asking any.
 
 The host aggregate filters (not enabled by default, as in Nova) decide once
 per distinct set of aggregates (a *membership*, see :mod:`.aggregates`) and
@@ -32,8 +39,17 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import InvalidRequest
 from ..models import HostState, RequestSpec, SchedulerConfig
-from .aggregates import TENANT_KEY, TYPE_KEY, AggregateBook, match_extra_spec, scoped_extra_specs
+from .aggregates import (
+    TENANT_KEY,
+    TYPE_KEY,
+    AggregateBook,
+    is_number,
+    match_extra_spec,
+    numeric_operand,
+    scoped_extra_specs,
+)
 from .host_facts import ComputeCapabilitiesFilter, ImagePropertiesFilter
 from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
@@ -115,7 +131,7 @@ class ResourceFilter:
 
 class RamFilter(ResourceFilter):
     """requested <= memory_mb, and <= (memory_mb - reserved) x ram ratio - used - claimed
-    + released."""
+    + released; with Nova 34's rules a request of 0 MB passes any host."""
 
     name = "RamFilter"
     column = "ram_headroom"
@@ -123,8 +139,12 @@ class RamFilter(ResourceFilter):
 
 
 class CoreFilter(ResourceFilter):
-    """requested <= vcpus, and <= vcpus x cpu ratio - used - claimed + released; any
-    request passes a host that reports 0 vCPUs (Nova: CPU collection broken)."""
+    """requested <= vcpus, and <= vcpus x cpu ratio - used - claimed + released.
+
+    A host that reports 0 vCPUs: Nova 18 passes any request ("VCPUs not set;
+    assuming CPU collection broken"); Nova 34 (``nova_release`` 34) has no VCPU
+    inventory there, so it takes no request of one or more, and a request of 0
+    vCPUs passes any host."""
 
     name = "CoreFilter"
     column = "cpu_headroom"
@@ -132,7 +152,9 @@ class CoreFilter(ResourceFilter):
 
 
 class DiskFilter(ResourceFilter):
-    """requested <= local_gb, and <= local_gb x disk ratio - used - claimed + released."""
+    """requested <= local_gb, and <= local_gb x disk ratio - used - claimed + released;
+    with Nova 34's rules a request of 0 GB (a boot from volume) passes any host, one
+    whose disk is used past its size too."""
 
     name = "DiskFilter"
     column = "disk_headroom"
@@ -187,6 +209,17 @@ class AggregateInstanceExtraSpecsFilter:
     (extra_specs_ops: ``<in>``, ``<all-in>``, ``<or>``, ``s==`` ..., ``>=`` ...,
     else equality). A host in no aggregate has no metadata: it fails any
     such key. No such key in the request: the filter does not apply.
+
+    A numeric operator (``=``, ``==``, ``!=``, ``>=``, ``<=``) whose operand
+    is not a number, or that meets a value that is not a number, is no
+    match with ``nova_release`` 18. With 34, such an operand, or such a
+    value in the metadata of a host that has reported, makes the request
+    invalid: InvalidRequest naming the key and the value, nothing placed.
+    Nova's ``float()`` raises ValueError out of the filter there and the
+    request fails; Nova only when it gets to that value (on the hosts
+    earlier filters left, the keys in the flavor's order, a host's values in
+    set order), actorsched whenever such a value is on a host, so the same
+    request never fails on one call and passes on the next.
     """
 
     name = "AggregateInstanceExtraSpecsFilter"
@@ -198,6 +231,8 @@ class AggregateInstanceExtraSpecsFilter:
         if not pairs:
             return None
         book = ctx.aggregates
+        if ctx.config.nova_release == 34:
+            _refuse_what_is_not_a_number(table, book, pairs)
         if book is None:
             return np.zeros(table.n, dtype=np.bool_)
 
@@ -211,31 +246,101 @@ class AggregateInstanceExtraSpecsFilter:
         return _by_membership(table, book.answers((self.name, pairs), decide))
 
 
-class AggregateMultiTenancyIsolation:
-    """A host in an aggregate with ``filter_tenant_id`` takes only those projects.
+def _refuse_what_is_not_a_number(
+    table: HostTable, book: AggregateBook | None, pairs: tuple[tuple[str, str], ...]
+) -> None:
+    """Nova 34's AggregateInstanceExtraSpecsFilter raising ValueError: InvalidRequest
+    when one of the extra specs ``pairs`` compares as a number with an operand that
+    is not one, or when a host that reported is in an aggregate whose value of a
+    key so compared is not a number."""
+    numeric = [(key, wanted) for key, wanted in pairs if numeric_operand(wanted) is not None]
+    if not numeric:
+        return
+    for key, wanted in numeric:
+        operand = numeric_operand(wanted)
+        if operand is not None and not is_number(operand):
+            raise InvalidRequest(
+                f"flavor extra spec {key!r} asks {wanted!r}, a numeric comparison with "
+                f"{operand!r}, which is not a number (Nova's extra_specs_ops raises "
+                "ValueError and the request fails); nothing was placed: give a number, "
+                "or compare as strings (s==, s>= ...)"
+            )
+    if book is None:
+        return
+    keys = tuple(sorted({key for key, _ in numeric}))
 
-    Nova 18.0.0: the values are comma lists, over every aggregate of the
-    host that has the key; a host in no such aggregate takes every project.
-    A request with no ``project_id`` is of no listed project. Only the
-    ``filter_tenant_id`` key counts (``filter_tenant_id_*`` keys came after
-    18.0.0). No aggregate has the key: the filter does not apply.
+    def not_numbers(membership: int) -> dict[str, list[str]]:
+        metadata = book.metadata_by_host(membership)
+        found = {k: sorted(v for v in metadata.get(k, ()) if not is_number(v)) for k in keys}
+        return {k: values for k, values in found.items() if values}
+
+    key_of_answers = ("AggregateInstanceExtraSpecsFilter", "not a number", keys)
+    bad = book.answers(key_of_answers, lambda membership: bool(not_numbers(membership)))
+    n = table.n
+    rows = np.flatnonzero(bad[table.agg_set[:n]] & table.active[:n])
+    if not rows.size:
+        return
+    row = int(rows[0])
+    membership = int(table.agg_set[row])
+    key, values = min(not_numbers(membership).items())
+    named = [
+        name
+        for name in book.memberships[membership]
+        if name in book.by_name
+        and values[0] in {v.strip() for v in book.by_name[name].metadata.get(key, "").split(",")}
+    ]
+    raise InvalidRequest(
+        f"flavor extra spec {key!r} asks {dict(numeric)[key]!r}, a numeric comparison, but "
+        f"host aggregate {(named or ['?'])[0]!r} of host {table.name_of[row]!r} has "
+        f"{key}={values[0]!r}, not a number (Nova's AggregateInstanceExtraSpecsFilter "
+        "raises ValueError there and the request fails); nothing was placed: make the "
+        "aggregate's value a number, or compare as strings in the flavor (s==, s>= ...)"
+    )
+
+
+class AggregateMultiTenancyIsolation:
+    """A host in an aggregate with a ``filter_tenant_id`` key takes only those projects.
+
+    The values are comma lists, over every aggregate of the host that has
+    such a key; a host in no such aggregate takes every project. A request
+    with no ``project_id`` is of no listed project. No aggregate has such a
+    key: the filter does not apply. Which keys: Nova 18.0.0's
+    ``filter_tenant_id`` only; with ``nova_release`` 34, as Nova 34
+    (``aggregate_multitenancy_isolation.py``), every metadata key that
+    starts with ``filter_tenant_id`` (``filter_tenant_id2``,
+    ``filter_tenant_id_gr1`` ...: one value is limited in length, so a long
+    list is split over several keys).
     """
 
     name = "AggregateMultiTenancyIsolation"
 
     def applies(self, ctx: PlacementContext) -> bool:
-        """True when some aggregate has the key (then every request is checked)."""
-        return ctx.aggregates is not None and ctx.aggregates.has(TENANT_KEY)
+        """True when some aggregate has such a key (then every request is checked)."""
+        book = ctx.aggregates
+        return book is not None and book.has_tenant_key()
 
     def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
         book = ctx.aggregates
-        if book is None or not book.has(TENANT_KEY):
+        if book is None or not book.has_tenant_key():
             return None
         project = ctx.spec.project_id
+        if ctx.config.nova_release == 34:
 
-        def decide(membership: int) -> bool:
-            allowed = book.metadata_by_host(membership, TENANT_KEY).get(TENANT_KEY)
-            return not allowed or project in allowed
+            def decide(membership: int) -> bool:
+                metadata = book.metadata_by_host(membership)
+                allowed = {
+                    value
+                    for key, values in metadata.items()
+                    if key.startswith(TENANT_KEY)
+                    for value in values
+                }
+                return not allowed or project in allowed
+
+        else:
+
+            def decide(membership: int) -> bool:
+                allowed = book.metadata_by_host(membership, TENANT_KEY).get(TENANT_KEY)
+                return not allowed or project in allowed
 
         return _by_membership(table, book.answers((self.name, project), decide))
 
@@ -274,7 +379,25 @@ class AvailabilityZoneFilter:
     """Hosts in the requested availability zone, when one is requested.
 
     A host's zone is its aggregates' ``availability_zone`` (as Nova), else
-    the zone its report names, else ``default_availability_zone``.
+    the zone its report names. The rules differ only for a request of the
+    default zone (``default_availability_zone``, ``nova``):
+
+    * Nova 18's AvailabilityZoneFilter (``nova_release`` 18): a host in no
+      zone is in the default zone, so the request passes those hosts with
+      the hosts in it by name, and never a host of another zone.
+    * Nova 34's request filter ``map_az_to_placement_aggregate``
+      (``nova/scheduler/request_filter.py``; ``nova_release`` 34, which
+      ``actorsched.nova.conf`` sets: there the name stands for that request
+      filter): a zone some aggregate names, or some host reports, limits the
+      request to its hosts (Placement's ``member_of``; none, when such an
+      aggregate has no host that reported); the default zone that nothing
+      names limits nothing, a host of another zone passes too (Nova's API
+      lets it through because the hosts in no zone aggregate make it up,
+      and the request filter then finds no aggregate of it).
+
+    Another zone that nothing names passes no host under either: Nova's API
+    refuses a zone that is not available before the scheduler sees it, and
+    here a host may still join it (a waiting request waits for one).
     """
 
     name = "AvailabilityZoneFilter"
@@ -284,9 +407,15 @@ class AvailabilityZoneFilter:
         if zone is None:
             return None
         zones = table.zone[: table.n]
+        # a zone never reported nor named by an aggregate has no id: -2 matches no row
         passed: BoolColumn = zones == table.zone_id(zone, create=False)
         if zone == ctx.config.default_availability_zone:
-            passed |= zones == table.zone_id(None, create=False)
+            if ctx.config.nova_release != 34:
+                passed |= zones == table.zone_id(None, create=False)
+            elif not passed.any():
+                book = ctx.aggregates
+                if book is None or not book.names_zone(zone):
+                    return None  # nothing names the default zone: it limits nothing
         return passed
 
 

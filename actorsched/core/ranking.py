@@ -9,11 +9,18 @@ nothing here changes host state):
   :mod:`.filters`; the fast paths below only decide *which rows to ask*,
   never a second version of a rule: the resource fit is the table's
   headroom (the filters' own column) against the request.
-* Each weigher's values are normalized as ``nova/weights.py`` does, between
-  ``min(floor, lowest)`` and the highest passing value, times its
-  multiplier; the built-in column weighers are summed in one matrix
-  product, the others added one by one. A multiplier is the same for every
-  host unless an aggregate overrides it for its hosts
+* Each weigher's values are normalized as ``nova/weights.py`` does, over
+  the passing hosts, times its multiplier. A weigher's ``minval`` (its
+  *floor*: 0 for the RAM, CPU, Disk and IoOps weighers) by
+  ``SchedulerConfig.nova_release``: Nova 18 normalizes between min(floor,
+  lowest value) and the highest value; Nova 34 first raises every value
+  below the floor to it (``weigh_objects``) and normalizes from it
+  (``normalize(minval=...)``, :func:`_span`, :func:`_clamped`). Without a
+  minval both normalize from the lowest value. The built-in column
+  weighers are summed in one matrix product, the others added one by one;
+  under Nova 34 a column with a value below its floor (an over-committed
+  host) is taken out of the product and added clamped. A multiplier is the
+  same for every host unless an aggregate overrides it for its hosts
   (``weighers.row_multipliers``); only then is it an array per row.
 * The fast paths (the shortcut from kept extremes, the gathered copy of few
   passing rows) give exactly the ranking of the full mask; the knobs that
@@ -27,7 +34,7 @@ import operator
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -114,7 +121,8 @@ SHORTCUT_MAX_MISFITS = 16
 
 @dataclass(frozen=True, slots=True)
 class WeighLayout:
-    """How the weighers map onto the table: its weigher rows, their order and floors."""
+    """How the weighers map onto the table: its weigher rows, their order and floors,
+    and which release's rule the floors follow."""
 
     order: tuple[str, ...]  # WEIGH_COLUMNS, the ones in use first
     multipliers: tuple[float, ...]  # summed per column in use, in order
@@ -127,6 +135,8 @@ class WeighLayout:
     # for its hosts, weighed one by one when one does
     dormant: tuple[HostWeigher, ...] = ()
     dormant_floors: tuple[float, ...] = ()
+    # SchedulerConfig.nova_release: 34 clamps a value below its floor to the floor
+    nova_release: Literal[18, 34] = 18
 
 
 def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> WeighLayout:
@@ -178,6 +188,7 @@ def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> Weigh
         column_weighers=tuple(tuple(columns[c]) for c in in_use),
         dormant=tuple(dormant),
         dormant_floors=tuple(weigher_floor(w) for w in dormant),
+        nova_release=config.nova_release,
     )
 
 
@@ -198,6 +209,36 @@ class RowMultipliers:
     dormant: list[tuple[HostWeigher, NDArray[np.float64], float]]
 
 
+# weigher_floor of a weigher with no minval: no value is below it, none is clamped
+_NO_FLOOR = np.inf
+
+
+def _span(lowest: float, highest: float, floor: float) -> tuple[float, float]:
+    """``(lo, hi)`` of Nova 34's ``nova/weights.py`` ``normalize`` for one weigher
+    whose raw values over the passing hosts range from ``lowest`` to ``highest``
+    (Nova 18's is ``(min(floor, lowest), highest)``).
+
+    Without a minval (``floor`` is +inf) they are the lowest and highest
+    value. With one, every value below it counts as the minval
+    (``weigh_objects``: ``max(weight, minval)``, see :func:`_clamped`) and
+    ``normalize`` is given the minval as its low end: ``lo`` is the floor,
+    ``hi`` the highest value or the floor if that is higher. Every weight is
+    0 when ``hi <= lo`` (Nova: ``minval == maxval``).
+
+    >>> _span(-2048.0, 2048.0, 0.0), _span(-5.0, -1.0, 0.0), _span(2.0, 6.0, float("inf"))
+    ((0.0, 2048.0), (0.0, 0.0), (2.0, 6.0))
+    """
+    if floor == _NO_FLOOR:
+        return lowest, highest
+    return floor, (highest if highest > floor else floor)
+
+
+def _clamped(values: NDArray[np.float64], floor: float) -> NDArray[np.float64]:
+    """``values`` with every value below ``floor`` raised to it (Nova's
+    ``weigh_objects``: ``max(weight, minval)``); ``values`` itself with no floor."""
+    return values if floor == _NO_FLOOR else np.maximum(values, floor)
+
+
 def _weighted(
     multiplier: Multiplier, values: NDArray[np.float64], lo: float, hi: float
 ) -> NDArray[np.float64]:
@@ -207,6 +248,29 @@ def _weighted(
     if isinstance(multiplier, np.ndarray):
         return multiplier * ((values - lo) / (hi - lo))
     return (multiplier / (hi - lo)) * values
+
+
+def _weighed_alone(
+    multiplier: Multiplier,
+    values: NDArray[np.float64],
+    lowest: float,
+    highest: float,
+    floor: float,
+    clamps: bool,
+) -> NDArray[np.float64] | None:
+    """The weights of a weigher weighed on its own (not a matrix column) over
+    ``values``, whose lowest and highest over the passing rows are given; None
+    when all are 0. Nova 18: from min(floor, lowest); Nova 34 (``clamps``):
+    :func:`_span` over the :func:`_clamped` values. The two differ only when a
+    value is below a floor."""
+    lo = floor if floor < lowest else lowest
+    hi = highest
+    if lo < floor < _NO_FLOOR and clamps:
+        lo, hi = _span(lowest, highest, floor)
+        values = _clamped(values, floor)
+    if hi <= lo:
+        return None
+    return _weighted(multiplier, values, lo, hi)
 
 
 def _of_rows(multiplier: Multiplier, rows: NDArray[np.intp]) -> Multiplier:
@@ -234,6 +298,20 @@ class Ranker:
         self._other_weighers = list(layout.others)
         self._other_floors = list(layout.other_floors)
         self._column_weighers = list(layout.column_weighers)
+        # Nova 34 (nova_release): a value below its weigher's floor counts as the floor;
+        # the table keeps whether one is (below_floor) and whom the lows bind by it
+        self._clamps = layout.nova_release == 34
+        table.adopt_nova_release(layout.nova_release)
+        # the matrix columns whose weighers have a minval, when a value below it is
+        # clamped (Nova 34; none under Nova 18)
+        self._floored = [
+            j for j, floor in enumerate(layout.floors) if floor != _NO_FLOOR and self._clamps
+        ]
+        # the columns' min(floor, lowest) when no value is below a floor, if every
+        # column has one: one list comparison says so (None: look at each column)
+        self._floor_list: list[float] | None = (
+            list(layout.floors) if len(self._floored) == len(layout.floors) else None
+        )
         self._dormant = list(zip(layout.dormant, layout.dormant_floors, strict=True))
         # every aggregate metadata key that may override a multiplier: while no
         # aggregate has one, a placement never looks at them again
@@ -536,8 +614,10 @@ class Ranker:
         weigher's highest value over the ``row_ok`` rows (kept by the table)
         is its highest over the passing rows whenever that row fits; its
         lowest, min(floor, lowest value), likewise when it is below the floor
-        and is the floor otherwise. The best scores among the ``row_ok`` rows
-        are the best passing ones once the rows that do not fit are skipped.
+        and is the floor otherwise (Nova 18), or, under Nova 34, for a weigher
+        with no floor only (one with a floor normalizes from it, whatever the
+        values: :func:`_span`). The best scores among the ``row_ok`` rows are
+        the best passing ones once the rows that do not fit are skipped.
         So only the rows looked at are checked; None (build the mask
         instead) when a bounding row does not fit or too many top rows do not.
         A multiplier per row (``per_row``, an aggregate's) changes only the
@@ -562,18 +642,25 @@ class Ranker:
                 or min(map(_DISK_LEFT, figures)) < disk
             ):
                 return None  # a bounding row does not fit: it may not bound the passing ones
-            coefs = [-1.0]  # the base penalty row
-            coefs += [
-                m / (hi - lo) if hi > lo else 0.0
-                for m, hi, lo in zip(multipliers, values[:k], values[k:], strict=True)
-            ]
-            if per_row is None:
+            # Nova 18's lo is each column's min(floor, lowest); Nova 34's is too, unless
+            # a value is below a floor (below_floor, never True under Nova 18)
+            if per_row is None and not table.below_floor:  # the common case
+                coefs = [-1.0]  # the base penalty row
+                coefs += [
+                    m / (hi - lo) if hi > lo else 0.0
+                    for m, hi, lo in zip(multipliers, values[:k], values[k:], strict=True)
+                ]
                 scores = np.array(coefs) @ table.score_matrix[:, :n]
             else:
-                terms = self._per_row_terms(per_row, coefs, values[:k], values[k:])
-                scores = np.array(coefs) @ table.score_matrix[:, :n]
-                for j, m, lo, hi in terms:
-                    scores += _weighted(m, table.weigh_matrix[j, :n], lo, hi)
+                floors = table.floors
+                his = values[:k]
+                los = values[k:]
+                below = [j for j in self._floored if los[j] < floors[j]]
+                if below:
+                    spans = list(map(_span, los, his, floors))
+                    los = [lo for lo, _ in spans]
+                    his = [hi for _, hi in spans]
+                scores = self._scored(his, los, below, per_row)
         else:
             scores = -table.base_penalty[:n]
         derived = table.derived
@@ -625,10 +712,12 @@ class Ranker:
         """The ``want`` best rows of ``mask``, best first.
 
         Each weigher's values are normalized over the passing rows and
-        multiplied, as ``nova/weights.py`` (18.0.0) does: between ``lo``, the
-        lowest value or the weigher's ``minval`` when that is lower (0 for
-        the RAM, CPU, Disk and IoOps weighers, so a weight is its value over
-        the highest), and ``hi``, the highest value; all 0 when ``hi <= lo``.
+        multiplied, as ``nova/weights.py`` does: between ``lo`` and ``hi``,
+        the highest value; all 0 when ``hi <= lo``. ``lo`` is the lowest
+        value, or the weigher's ``minval`` (0 for the RAM, CPU, Disk and
+        IoOps weighers, so a weight is its value over the highest) when that
+        is lower (Nova 18); under Nova 34 the ``minval`` whatever the values,
+        a value below it counting as it (:func:`_span`).
         Normalizing is ``(raw - lo) / (hi - lo) * m``; the ``- lo`` part adds
         the same constant to every row, so only ``m / (hi - lo)`` matters for
         the order, and the built-in weighers are summed in one matrix
@@ -666,37 +755,46 @@ class Ranker:
             coefs: list[float] = []
             his: list[float] = []
             los: list[float] = []
+            below: list[int] = []  # Nova 34: the columns with a value below their floor
             for j, multiplier in enumerate(multipliers):
                 # The extreme over the rows that pass the row-local filters is
                 # the extreme over the passing rows whenever its row passed the
                 # rest too, the common case; otherwise take it again with every
                 # failed row out of reach. A lowest value at the floor is the
-                # floor over any rows.
+                # floor over any rows; below a floor, Nova 34 normalizes from
+                # the floor (_span) whatever the lowest passing value is.
                 column = matrix[j]
                 row = rows[j]
                 hi = float(column[row] if mask[row] else (column - penalized()).max())
                 row = rows[k + j]
                 lo = values[k + j]
-                if lo < floors[j] and not mask[row]:
-                    lo = min(floors[j], float((column + penalized()).min()))
+                if lo < floors[j]:
+                    if floors[j] != _NO_FLOOR and self._clamps:
+                        below.append(j)
+                        lo, hi = _span(lo, hi, floors[j])
+                    elif not mask[row]:
+                        lo = min(floors[j], float((column + penalized()).min()))
                 coefs.append(multiplier / (hi - lo) if hi > lo else 0.0)
                 his.append(hi)
                 los.append(lo)
-            coefs.insert(0, -1.0)  # the base penalty row
-            if per_row is None:
+            if per_row is None and not below:
+                coefs.insert(0, -1.0)  # the base penalty row
                 scores = np.array(coefs) @ table.score_matrix[:, :n]
             else:
-                terms = self._per_row_terms(per_row, coefs, his, los)
-                scores = np.array(coefs) @ table.score_matrix[:, :n]
-                for j, m, lo, hi in terms:
-                    scores += _weighted(m, matrix[j], lo, hi)
+                scores = self._scored(his, los, below, per_row)
         else:
             scores = -table.base_penalty[:n]
         for factor, raw, floor in raws:
-            w_lo = min(floor, float(raw.min(where=mask, initial=np.inf)))
-            w_hi = float(raw.max(where=mask, initial=-np.inf))
-            if w_hi > w_lo:
-                scores += _weighted(factor, raw, w_lo, w_hi)
+            weights = _weighed_alone(
+                factor,
+                raw,
+                float(raw.min(where=mask, initial=np.inf)),
+                float(raw.max(where=mask, initial=-np.inf)),
+                floor,
+                self._clamps,
+            )
+            if weights is not None:
+                scores += weights
         top: list[int] = []
         pushed_out = False
         while len(top) < want:
@@ -757,15 +855,29 @@ class Ranker:
         table = self.table
         multipliers = self._matrix_multipliers
         if multipliers:
+            floors = table.floors
             sub = table.weigh_matrix.take(rows, axis=1)
-            lows = zip(sub.min(axis=1).tolist(), table.floors, strict=True)
-            los = [lo if lo < floor else floor for lo, floor in lows]
+            lows = sub.min(axis=1).tolist()
             his = sub.max(axis=1).tolist()
+            # min(floor, lowest): Nova 18's lo, and Nova 34's unless a value is below
+            # its floor
+            los = [lo if lo < floor else floor for lo, floor in zip(lows, floors, strict=True)]
+            below: Sequence[int] = ()
+            if self._clamps and los != self._floor_list:
+                below = [j for j in self._floored if los[j] < floors[j]]
+                if below:
+                    spans = list(map(_span, lows, his, floors))
+                    los = [lo for lo, _ in spans]
+                    his = [hi for _, hi in spans]
             coefs = [
                 m / (hi - lo) if hi > lo else 0.0
                 for m, lo, hi in zip(multipliers, los, his, strict=True)
             ]
-            terms = [] if per_row is None else self._per_row_terms(per_row, coefs, his, los, 0)
+            terms = (
+                self._apart(per_row, below, coefs, his, los, 0)
+                if per_row is not None or below
+                else []
+            )
             if exact:
                 scores = np.zeros(rows.size, dtype=np.float64)
                 for coef, line in zip(coefs, sub, strict=True):
@@ -774,37 +886,78 @@ class Ranker:
             else:
                 scores = np.array(coefs) @ sub
             for j, m, lo, hi in terms:
-                scores += _weighted(m[rows], sub[j], lo, hi)
+                line = _clamped(sub[j], floors[j]) if j in below else sub[j]
+                scores += _weighted(_of_rows(m, rows), line, lo, hi)
         else:
             scores = np.zeros(rows.size, dtype=np.float64)
         for multiplier, raw, floor in raws:
             values = raw[rows]
-            w_lo = min(floor, float(values.min()))
-            w_hi = float(values.max())
-            if w_hi > w_lo:
-                scores += _weighted(_of_rows(multiplier, rows), values, w_lo, w_hi)
+            weights = _weighed_alone(
+                _of_rows(multiplier, rows),
+                values,
+                float(values.min()),
+                float(values.max()),
+                floor,
+                self._clamps,
+            )
+            if weights is not None:
+                scores += weights
         return scores
 
-    def _per_row_terms(
+    def _scored(
         self,
-        per_row: RowMultipliers,
+        his: Sequence[float],
+        los: Sequence[float],
+        below: Sequence[int],
+        per_row: RowMultipliers | None,
+    ) -> NDArray[np.float64]:
+        """Every row's score (rows ``[:n]``, the base penalty in) from each matrix
+        column's ``hi`` and ``lo`` over the passing rows, when some column cannot go
+        through the one matrix product (:meth:`_apart`): it is added on its own,
+        clamped to its floor when it is ``below`` (Nova 34), with its multiplier per
+        row if it has one."""
+        table = self.table
+        n = table.n
+        coefs = [-1.0]  # the base penalty row
+        coefs += [
+            m / (hi - lo) if hi > lo else 0.0
+            for m, hi, lo in zip(self._matrix_multipliers, his, los, strict=True)
+        ]
+        terms = self._apart(per_row, below, coefs, his, los)
+        scores = np.array(coefs) @ table.score_matrix[:, :n]
+        floors = table.floors
+        for j, m, lo, hi in terms:
+            column = table.weigh_matrix[j, :n]
+            scores += _weighted(m, _clamped(column, floors[j]) if j in below else column, lo, hi)
+        return scores
+
+    def _apart(
+        self,
+        per_row: RowMultipliers | None,
+        below: Sequence[int],
         coefs: list[float],
         his: Sequence[float],
         los: Sequence[float],
         first: int = 1,
-    ) -> list[tuple[int, NDArray[np.float64], float, float]]:
-        """Take the matrix columns whose multiplier is per row out of the product
-        (their coefficient in ``coefs``, from index ``first``, becomes 0) and return
-        each one's (column, multipliers, lo, hi) to add with :func:`_weighted`
-        (none when hi <= lo: every weight is 0)."""
-        terms: list[tuple[int, NDArray[np.float64], float, float]] = []
-        for j, m in enumerate(per_row.columns):
-            if m is not None:
-                coefs[first + j] = 0.0
-                hi = his[j]
-                lo = los[j]
-                if hi > lo:
-                    terms.append((j, m, lo, hi))
+    ) -> list[tuple[int, Multiplier, float, float]]:
+        """Take out of the matrix product the columns it cannot score: those whose
+        multiplier is per row (``per_row``) and those with a value below their
+        floor (``below``, Nova 34: they are scored clamped). Their coefficient in
+        ``coefs``, from index ``first``, becomes 0; returned is each one's
+        (column, multiplier, lo, hi) to add with :func:`_weighted` (over its
+        :func:`_clamped` values when below; none when hi <= lo: every weight is
+        0)."""
+        terms: list[tuple[int, Multiplier, float, float]] = []
+        columns = per_row.columns if per_row is not None else None
+        for j, multiplier in enumerate(self._matrix_multipliers):
+            m = columns[j] if columns is not None else None
+            if m is None and j not in below:
+                continue
+            coefs[first + j] = 0.0
+            hi = his[j]
+            lo = los[j]
+            if hi > lo:
+                terms.append((j, multiplier if m is None else m, lo, hi))
         return terms
 
     def filter_counts(self, ctx: PlacementContext) -> tuple[int, dict[str, int]]:
@@ -864,11 +1017,15 @@ class Ranker:
 
         The reference statement of ``nova/weights.py``'s normalization that
         :meth:`_ranked` and the fast paths compute in their own ways: over
-        the hosts that pass every filter, ``(value - lo) / (hi - lo)`` with
-        ``lo`` the lowest value or the weigher's ``minval`` when lower, and 0
-        for all when ``hi <= lo``, times the weigher's multiplier for that
-        host (an aggregate's, else the configured one). The weights of a row
-        sum to the score it was ranked by, up to rounding and a constant.
+        the hosts that pass every filter, ``(value - lo) / (hi - lo)``, 0 for
+        all when ``hi <= lo``, times the weigher's multiplier for that host
+        (an aggregate's, else the configured one), ``hi`` the highest value.
+        Nova 18 (18.0.0): ``lo`` the lowest value or the weigher's ``minval``
+        when lower. Nova 34 (34.0.0, ``nova_release`` 34): a value below the
+        ``minval`` is the minval (``weigh_objects``), and ``lo`` is the
+        ``minval``, or the lowest value when the weigher has none
+        (``normalize``). The weights of a row sum to the score it was ranked
+        by, up to rounding and a constant.
         """
         table = self.table
         spec = ctx.spec
@@ -888,9 +1045,13 @@ class Ranker:
             raw = w.weigh_all(table, ctx)
             values = np.zeros(index.size) if raw is None else np.asarray(raw, dtype=np.float64)
             if raw is not None and passing.any():
-                among = values[passing]
-                lo = min(weigher_floor(w), float(among.min()))
-                hi = float(among.max())
+                floor = weigher_floor(w)
+                if self._clamps and floor != _NO_FLOOR:  # Nova 34, a weigher with a minval
+                    values = np.maximum(values, floor)
+                    lo = floor
+                else:  # Nova 18 (or no minval: the lowest)
+                    lo = min(floor, float(values[passing].min()))
+                hi = float(values[passing].max())
                 scaled = (values[index] - lo) / (hi - lo) if hi > lo else np.zeros(index.size)
             else:
                 scaled = np.zeros(index.size)

@@ -22,18 +22,25 @@ Rules this module keeps:
   limits); it is kept by refresh as ``base_penalty`` (0.0 or OUT_OF_REACH),
   so a request pays one comparison for all of them.
 * Each weigher column in use has a *floor*, its weigher's ``minval`` (0.0
-  for Nova's RAM, CPU, Disk and IoOps weighers; +inf for none). A weight
-  is normalized between min(floor, lowest value) and the highest value, so
-  :meth:`HostTable.extremes` keeps that lowest as min(floor, lowest view):
-  while no value is below the floor it is the floor, whichever row changes,
-  and only the maxima are ever scanned again.
+  for Nova's RAM, CPU, Disk and IoOps weighers; +inf for none). Nova 18
+  (``nova_release`` 18): a weight is normalized between min(floor, lowest
+  value) and the highest value. Nova 34 (``nova_release`` 34): a value
+  below the floor weighs as the floor, and a weight is normalized between
+  the floor (the lowest value, with none) and the highest value; the
+  ranking clamps, the columns keep the figures themselves (a host's free
+  RAM may be negative). :meth:`HostTable.extremes` keeps each lowest as
+  min(floor, lowest view): while no value is below the floor it is the
+  floor, whichever row changes, and only the maxima are ever scanned again.
+* Headroom (:meth:`HostTable._derive`) follows the same setting, chosen
+  once at construction: Nova 18's resource filters, or Placement's
+  allocation candidates (Nova 34).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -112,14 +119,59 @@ _INF = float("inf")
 Ratios = tuple[float, float, float, float]
 
 
-# np.minimum and np.where for one row's scalars (a refresh runs on every claim:
-# builtin min() parses its arguments more slowly than this compares them)
-def _least(a: float, b: float) -> float:
-    return a if a < b else b
+# The headroom rules of HostTable._derive: (RAM, vCPUs, disk) from each class's
+# total and what its capacity leaves. For one row's scalars (a refresh runs on every
+# claim: builtin min() and max() parse their arguments more slowly than this
+# compares them), and for many rows' arrays: the same operations in the same order.
+Headroom = Callable[[Any, Any, Any, Any, Any, Any], tuple[Any, Any, Any]]
 
 
-def _either(condition: bool, yes: float, no: float) -> float:
-    return yes if condition else no
+def _headroom_nova18(
+    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+) -> tuple[Any, Any, Any]:
+    return (
+        mem if mem < mem_left else mem_left,
+        _INF if vcpus == 0 else (vcpus if vcpus < vcpus_left else vcpus_left),
+        disk if disk < disk_left else disk_left,
+    )
+
+
+def _headrooms_nova18(
+    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+) -> tuple[Any, Any, Any]:
+    return (
+        np.minimum(mem, mem_left),
+        np.where(vcpus == 0, _INF, np.minimum(vcpus, vcpus_left)),
+        np.minimum(disk, disk_left),
+    )
+
+
+def _room(total: Any, left: Any) -> Any:
+    room = total if total < left else left
+    return room if room > 0.0 else 0.0
+
+
+def _headroom_nova34(
+    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+) -> tuple[Any, Any, Any]:
+    return _room(mem, mem_left), _room(vcpus, vcpus_left), _room(disk, disk_left)
+
+
+def _headrooms_nova34(
+    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+) -> tuple[Any, Any, Any]:
+    return (
+        np.maximum(np.minimum(mem, mem_left), 0.0),
+        np.maximum(np.minimum(vcpus, vcpus_left), 0.0),
+        np.maximum(np.minimum(disk, disk_left), 0.0),
+    )
+
+
+# nova_release -> (the scalar rule, the array rule)
+_HEADROOM_RULES: dict[int, tuple[Headroom, Headroom]] = {
+    18: (_headroom_nova18, _headrooms_nova18),
+    34: (_headroom_nova34, _headrooms_nova34),
+}
 
 
 def _both(a: Any, b: Any) -> Any:
@@ -141,6 +193,8 @@ class HostTable:
         weigh_columns: tuple[str, ...] = WEIGH_COLUMNS,
         in_use: int = len(WEIGH_COLUMNS),
         floors: tuple[float, ...] | None = None,
+        *,
+        nova_release: Literal[18, 34] = 18,
     ) -> None:
         if sorted(weigh_columns) != sorted(WEIGH_COLUMNS):
             raise ValueError(f"weigh_columns must order {WEIGH_COLUMNS}, got {weigh_columns}")
@@ -236,8 +290,32 @@ class HostTable:
         self._extreme_values: list[float] = []
         self._extreme_figures: dict[int, list[float]] = {}  # row -> its derived figures
         self._binding: list[list[float]] | None = None  # figures of the rows that bound
+        # Nova 34 only: True when, as of the last extremes(), a row that passes row_ok
+        # has a value below the floor of its column (the ranking clamps it then);
+        # always False under Nova 18, which does not clamp
+        self.below_floor = False
         self._dirty: list[int] = []
+        self._use_nova_release(nova_release)
         self._grow(64)
+
+    def _use_nova_release(self, nova_release: Literal[18, 34]) -> None:
+        # which release's rules where Nova 18 and 34 differ (SchedulerConfig.nova_release):
+        # the headroom rule of _derive, and whether a weight is clamped to its floor
+        self.nova_release = nova_release
+        self._headroom, self._headrooms = _HEADROOM_RULES[nova_release]
+        self._clamps = nova_release == 34
+
+    def adopt_nova_release(self, nova_release: Literal[18, 34]) -> None:
+        """Take the rules of ``nova_release`` (the ranker's, from the same
+        configuration) before any host is added; ValueError after, when they differ."""
+        if nova_release == self.nova_release:
+            return
+        if self.n:
+            raise ValueError(
+                f"the table has {self.n} rows under Nova {self.nova_release}'s rules; "
+                f"nova_release {nova_release} must be chosen before any host is added"
+            )
+        self._use_nova_release(nova_release)
 
     # -- rows -------------------------------------------------------------
 
@@ -488,23 +566,31 @@ class HostTable:
         self,
         raw: Any,
         ratios: tuple[Any, Any, Any, Any],
-        least: Any = _least,
-        where: Any = _either,
+        headroom_rule: Headroom,
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
         """Headroom, weigher figures (in this table's order), instance count and
         I/O count from one row's raw figures (a list of ints, its ratios as
-        floats, with the scalar ``least`` and ``where`` of this module) or many
-        rows' (an ``(18, m)`` int64 array, ratios as floats or float64 arrays,
-        with ``np.minimum`` and ``np.where``): the same operations in the same
-        order, so a row derived alone or in a batch is the same to the last
-        bit.
+        floats, with the scalar ``_headroom`` rule) or many rows' (an ``(18,
+        m)`` int64 array, ratios as floats or float64 arrays, with the array
+        ``_headrooms`` rule): the same operations in the same order, so a row
+        derived alone or in a batch is the same to the last bit.
 
-        Headroom is the largest request the row can take, as Nova 18's
-        resource filters decide: what its capacity leaves, (total - reserved) x
-        ratio - used (Placement's capacity), and never more than the host's own
-        total before the ratio (an instance may not overcommit against
-        itself). A host that reports 0 vCPUs takes any number (CoreFilter
-        fails safe: "VCPUs not set; assuming CPU collection broken").
+        Headroom is the largest amount of each class a request may ask of the
+        row: what its capacity leaves, (total - reserved) x ratio - used
+        (Placement's capacity), and never more than the host's own total
+        before the ratio (an inventory's ``max_unit``: an instance may not
+        overcommit against itself). Then, by ``nova_release``:
+
+        * 18, as Nova 18's resource filters decide: a host that reports 0
+          vCPUs takes any number (CoreFilter fails safe: "VCPUs not set;
+          assuming CPU collection broken");
+        * 34, as Placement decides an allocation candidate: never below 0.
+          So a request asking 0 of a class passes whatever the row has of
+          it, a host used past its capacity too (Nova leaves a class asked
+          0 of out of the query: ``ResourceRequest.strip_zeros``, a boot from
+          volume's DISK_GB), and a host that reports 0 of a class (no
+          inventory of it: the libvirt driver reports none with a total of
+          0) takes no request asking any.
 
         The weigher figures have no ratio but the CPU weigher's, which is the
         host's own (the last of the RATIO_ROWS), as Nova's weighers read
@@ -542,10 +628,13 @@ class HostTable:
         own_vcpus_free = (
             vcpus_free if own_cpu_ratio is cpu_ratio else vcpus_total * own_cpu_ratio - used_vcpus
         )
-        headroom = (
-            least(mem_total, usable_mem * ram_ratio - used_mem),
-            where(vcpus_total == 0, _INF, least(vcpus_total, vcpus_free)),
-            least(disk_total, disk_total * disk_ratio - used_disk),
+        headroom = headroom_rule(
+            mem_total,
+            usable_mem * ram_ratio - used_mem,
+            vcpus_total,
+            vcpus_free,
+            disk_total,
+            disk_total * disk_ratio - used_disk,
         )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
@@ -604,6 +693,7 @@ class HostTable:
         headroom, ordered, num_instances, num_io_ops = self._derive(
             self.raw[row].tolist() if raw is None else raw,
             self.custom_ratios.get(row, self.default_ratios),
+            self._headroom,
         )
         k = self.in_use
         ok = self._row_local(
@@ -652,7 +742,7 @@ class HostTable:
             ram, cpu, disk, own_cpu = self.ratios[:, index]
             ratios = (ram, cpu, disk, own_cpu)
         headroom, ordered, num_instances, num_io_ops = self._derive(
-            self.raw[index].T, ratios, np.minimum, np.where
+            self.raw[index].T, ratios, self._headrooms
         )
         ok = self._row_local(
             self.active[index],
@@ -698,9 +788,12 @@ class HostTable:
         view)) and the ``derived`` figures (a list per row: headroom, base
         penalty, weigher columns ...) of the rows that bound the
         normalization, so a caller reads no array for them: every highest
-        row, then each lowest row whose value is below its floor. A lowest
-        value at the floor names no particular row (every row at or above
-        the floor gives the same weights), so its row is then any row.
+        row, then each lowest row whose value is below its floor (Nova 18),
+        or the lowest row of each column with no floor (Nova 34: a column
+        with one normalizes from its floor whatever its lowest value is;
+        :attr:`below_floor` then says whether a value is below one). A
+        lowest value at the floor names no particular row (every row at or
+        above the floor gives the same weights), so its row is then any row.
 
         Kept across calls: a changed row is compared with the kept extremes,
         and a column is scanned again only when its highest row fell back,
@@ -757,12 +850,16 @@ class HostTable:
             self._dirty.clear()
             if len(figures) > 4 * k:
                 self._extreme_figures = figures = {r: figures[r] for r in rows}
-        if self._binding is None:
+        if self._binding is None:  # (the values changed since it was made)
             values = self._extreme_values
+            lows = zip(rows[k:], values[k:], floors, strict=True)
             self._binding = [figures[r] for r in rows[:k]]
-            self._binding += [
-                figures[r] for r, v, f in zip(rows[k:], values[k:], floors, strict=True) if v < f
-            ]
+            if self._clamps:
+                lows_kept = list(lows)
+                self._binding += [figures[r] for r, _, f in lows_kept if f == _INF]
+                self.below_floor = any(v < f for _, v, f in lows_kept if f != _INF)
+            else:
+                self._binding += [figures[r] for r, v, f in lows if v < f]
         return rows, self._extreme_values, self._binding
 
     def _add(self, row: int, start: int, mem: int, vcpus: int, disk: int, sign: int) -> None:
@@ -791,7 +888,7 @@ class HostTable:
             raw[start + 2] += sign * disk
             raw[start + 3] += sign
         headroom, _, num_instances, num_io_ops = self._derive(
-            raw, self.custom_ratios.get(row, self.default_ratios)
+            raw, self.custom_ratios.get(row, self.default_ratios), self._headroom
         )
         ok = self._row_local(
             self.active[row], self.stale[row], self.enabled[row], num_instances, num_io_ops

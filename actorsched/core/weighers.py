@@ -1,16 +1,25 @@
 """Host weighers: raw per-row figures that the engine normalizes and sums.
 
-As in ``nova/weights.py`` (18.0.0), each weigher's raw values over the hosts
-that passed the filters are normalized to ``(value - lo) / (hi - lo)``,
+As in ``nova/weights.py``, each weigher's raw values over the hosts that
+passed the filters are normalized to ``(value - lo) / (hi - lo)``,
 multiplied by the weigher's multiplier, and summed; the highest total wins.
-``hi`` is the highest value; ``lo`` the lowest, or the weigher's ``minval``
-when it is set and lower. Nova's RAM, CPU, Disk and IoOps weighers set
-``minval = 0``, so with no negative value a weight is its value over the
-highest (free RAM 20 and 50 MB weigh 0.4 and 1.0), and a negative value
-(over-committed RAM) lowers ``lo`` to itself. When ``hi <= lo`` (one value,
-all equal with no minval, all 0) every weight is 0. Nova 18 kept the
-extremes it found on the weigher object across requests (its bug 1870096,
-fixed in 22.0.0); here they are found afresh for every instance placed.
+``hi`` is the highest value. A weigher may declare a ``minval``; Nova's
+RAM, CPU, Disk and IoOps weighers set ``minval = 0`` (no Nova weigher sets
+a ``maxval``), so with no negative value a weight is its value over the
+highest (free RAM 20 and 50 MB weigh 0.4 and 1.0). Without one, ``lo`` is
+the lowest value. With one, by ``SchedulerConfig.nova_release``:
+
+* 18 (18.0.0): ``lo`` is the lowest value, or the minval when that is
+  lower, so a negative value (over-committed RAM) lowers ``lo`` to itself;
+* 34 (34.0.0): a raw value below the minval counts as the minval
+  (``BaseWeigher.weigh_objects``: ``max(weight, minval)``) and ``lo`` is
+  the minval (``normalize(minval=...)``), so a host over-committed past its
+  size (free RAM -2048 MB) weighs 0, as one with none free.
+
+When ``hi <= lo`` (one value, all equal with no minval, all 0; under 34 all
+at or below the minval) every weight is 0. Nova 18 kept the extremes it
+found on the weigher object across requests (its bug 1870096, fixed in
+22.0.0); here they are found afresh for every instance placed.
 
 The protocol (also how a user plugs in a weigher)::
 
@@ -68,7 +77,9 @@ class HostWeigher(Protocol):
 
 
 def weigher_floor(weigher: HostWeigher) -> float:
-    """The lowest ``lo`` a weigher's normalization may use: its ``minval``, +inf if none.
+    """A weigher's ``minval``, +inf if none: the lowest ``lo`` its normalization may
+    use (Nova 18), or where it starts, its values clamped to it (Nova 34); with
+    +inf, at its lowest value.
 
     ``minval`` is optional in the protocol (a plug-in without it is
     normalized between its lowest and highest values).

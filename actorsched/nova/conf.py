@@ -16,6 +16,9 @@ Rules this module keeps:
 * In Nova 34, RAM, vCPU and disk, the zone and traits are Placement's
   decision: actorsched always enables its own filters for them (each
   host's own allocation ratio, as a resource provider's inventory has it).
+* A nova.conf is Nova 34's: ``nova_release`` is 34, so Nova 34's rules hold
+  where Nova 18's differ (``SchedulerConfig.nova_release``), whatever
+  filters it names.
 """
 
 from __future__ import annotations
@@ -298,6 +301,8 @@ def read(path: str) -> NovaConfig:
             f"enabled_filters {unbuilt} are not built in actorsched: hosts are not filtered by them"
         )
     put("enabled_filters", ours, "filter_scheduler", "enabled_filters")
+    # Nova 34's rules where they differ from Nova 18's (SchedulerConfig.nova_release)
+    scheduler["nova_release"] = (34, "Nova 34")
     architecture = values[("filter_scheduler", "image_properties_default_architecture")]
     if architecture:
         if architecture not in ARCHITECTURES:  # oslo.config's choices

@@ -1,7 +1,8 @@
 """Host aggregates in the core: the admin commands, zones, the Aggregate* filters, ratios.
 
 Each Nova rule is checked against the Nova 18.0.0 unit test it mirrors
-(``nova/tests/unit/scheduler/filters/...``), named in the test's name or docstring.
+(``nova/tests/unit/scheduler/filters/...``), named in the test's name or docstring;
+where Nova 34's rule differs, a test with ``nova_release=34`` pins it too.
 """
 
 from __future__ import annotations
@@ -190,6 +191,53 @@ def test_extra_specs_operators_against_aggregate_metadata() -> None:
     assert _passing(core, extra_specs={"flags": "<in> ae"}) == {"big"}
 
 
+def test_a_numeric_operator_over_a_value_that_is_not_a_number_is_no_match_in_nova_18() -> None:
+    """actorsched's rule with the default nova_release 18: ``float('fast')`` is no
+    match (Nova raises; see the test below for nova_release 34), nothing else fails."""
+    core = _core("h0", "h1")
+    core.create_aggregate("agg0", {"tier": "fast"}, ["h0"])
+    core.create_aggregate("agg1", {"tier": "3"}, ["h1"])
+    assert _passing(core, extra_specs={"aggregate_instance_extra_specs:tier": ">= 2"}) == {"h1"}
+    assert _passing(core, extra_specs={"tier": "= x"}) == set()
+
+
+def test_a_numeric_operator_over_a_value_that_is_not_a_number_refuses_the_request() -> None:
+    """Nova 34's extra_specs_ops (``'>=': lambda x, y: float(x) >= float(y)``) raises
+    ValueError for ``float('fast')`` out of AggregateInstanceExtraSpecsFilter and the
+    request fails (no Nova unit test covers it: the differential's minimal case does).
+    With nova_release 34 actorsched refuses it whenever such a value is on a host that
+    reported: InvalidRequest naming the key, the value and its aggregate, nothing placed."""
+    core = _core("h0", "h1", nova_release=34)
+    core.create_aggregate("agg0", {"tier": "fast"}, ["h0"])
+    core.create_aggregate("agg1", {"tier": "3"}, ["h1"])
+    numeric = {"aggregate_instance_extra_specs:tier": ">= 2"}
+    refused = r"'tier' asks '>= 2'.* aggregate 'agg0' of host 'h0' has tier='fast', not a number"
+    with pytest.raises(InvalidRequest, match=refused):
+        core.select_destinations(make_spec("vm1", "vm2", extra_specs=numeric), 2.0)
+    with pytest.raises(InvalidRequest, match=refused):
+        core.plan(make_spec("vm1", extra_specs=numeric), 2.0)
+    assert core.claims() == {}
+    # a host's other value that is a number does not help (Nova's set order decides)
+    core.update_aggregate("agg1", {"tier": "3"})
+    core.add_host_to_aggregate("agg1", "h0")
+    with pytest.raises(InvalidRequest, match=refused):
+        core.select_destinations(make_spec("vm1", extra_specs=numeric), 2.0)
+    # an operand that is not a number, whatever the aggregates say
+    with pytest.raises(InvalidRequest, match=r"'tier' asks '= x'.*'x', which is not a number"):
+        core.select_destinations(make_spec("vm1", extra_specs={"tier": "= x"}), 2.0)
+    # string operators, other keys and the other operators compare no number
+    assert _passing(core, extra_specs={"tier": "s== fast"}) == {"h0"}
+    assert _passing(core, extra_specs={"tier": "<in> fa"}) == {"h0"}
+    assert _passing(core, extra_specs={"tier": "3"}) == {"h0", "h1"}
+    # a value on no host that reported does not count
+    core.remove_host_from_aggregate("agg0", "h0")
+    core.add_host_to_aggregate("agg0", "ghost")
+    assert _passing(core, extra_specs=numeric) == {"h0", "h1"}
+    core.update_host(make_report("ghost"), 3.0)
+    with pytest.raises(InvalidRequest, match="host 'ghost' has tier='fast'"):
+        core.select_destinations(make_spec("vm1", extra_specs=numeric), 3.0)
+
+
 # -- AggregateMultiTenancyIsolation (test_aggregate_multitenancy_isolation_filters.py) --
 
 
@@ -217,6 +265,51 @@ def test_aggregate_multi_tenancy_isolation_applies_to_a_request_of_resources_onl
     core = _tenancy_core()
     core.update_host(make_report("h1", 2, memory_mb=65536), 1.0)  # the best host by far
     assert _passing(core) == {"free"}
+
+
+def test_aggregate_multi_tenancy_isolation_with_prefix() -> None:
+    """Nova 34: test_aggregate_multi_tenancy_isolation_with_prefix: every key that starts
+    with filter_tenant_id counts (aggregate_multitenancy_isolation.py:
+    ``name.startswith("filter_tenant_id")``), over the host's aggregates together
+    (nova_release 34)."""
+    core = _core("h1", "free", nova_release=34)
+    core.create_aggregate("old", {"filter_tenant_id": "my_tenantid"}, ["h1"])
+    core.create_aggregate(
+        "groups",
+        {
+            "filter_tenant_id_gr1": "my_tenantid1, my_tenantid2",
+            "filter_tenant_id_gr2": "my_tenantid5,my_tenantid4",
+        },
+        ["h1"],
+    )
+    # my_tenantid passes as before, my_tenantid2 by the new keys, my_tenantid6 still not
+    assert _passing(core, project_id="my_tenantid") == {"h1", "free"}
+    assert _passing(core, project_id="my_tenantid2") == {"h1", "free"}
+    assert _passing(core, project_id="my_tenantid6") == {"free"}
+
+
+def test_aggregate_multi_tenancy_isolation_reads_only_filter_tenant_id_in_nova_18() -> None:
+    """Nova 18.0.0 reads ``filter_tenant_id`` only (the default nova_release): a
+    filter_tenant_id2 key isolates nothing, a request of resources only included."""
+    core = _core("h0", "h1")
+    core.create_aggregate("agg0", {"filter_tenant_id2": "p2"}, ["h0"])
+    assert _passing(core, project_id="p1") == {"h0", "h1"}
+    assert _passing(core) == {"h0", "h1"}
+    core.update_aggregate("agg0", {"filter_tenant_id": "p2"})
+    assert _passing(core, project_id="p1") == {"h1"}
+
+
+def test_aggregate_multi_tenancy_isolation_with_only_a_suffixed_key() -> None:
+    """filter_tenant_id2 alone isolates its hosts (the differential's minimal case;
+    nova_release 34): the filter applies once some aggregate has such a key, a
+    request of resources only included, and stops when the key goes."""
+    core = _core("h0", "h1", nova_release=34)
+    core.create_aggregate("agg0", {"filter_tenant_id2": "p2"}, ["h0"])
+    assert _passing(core, project_id="p1") == {"h1"}
+    assert _passing(core, project_id="p2") == {"h0", "h1"}
+    assert _passing(core) == {"h1"}
+    core.update_aggregate("agg0", {"filter_tenant_id2": None})
+    assert _passing(core, project_id="p1") == {"h0", "h1"}
 
 
 def test_aggregate_multi_tenancy_isolation_no_meta_passes() -> None:
@@ -457,6 +550,33 @@ def test_availability_zone_filter_same_and_different() -> None:
     assert core.host_states()["h1"].availability_zone == "az1"
     assert _passing(core, availability_zone="az1") == {"h1"}
     assert _passing(core, availability_zone="nova") == {"h2"}
+    assert _passing(core, availability_zone="az2") == set()
+
+
+def test_map_az_to_placement_aggregate() -> None:
+    """Nova 34 (nova_release 34): test_request_filter.py test_map_az (a zone an
+    aggregate names: that aggregate's hosts, Placement's member_of),
+    test_map_az_no_aggregates (a zone no aggregate names: no limit; the default zone
+    here) and test_map_az_no_hint."""
+    core = _core("h1", "h2", nova_release=34)
+    core.create_aggregate("az1", {"availability_zone": "az1"}, ["h1"])
+    assert core.host_states()["h1"].availability_zone == "az1"
+    assert _passing(core, availability_zone="az1") == {"h1"}
+    assert _passing(core, availability_zone="nova") == {"h1", "h2"}
+    assert _passing(core) == {"h1", "h2"}
+    # an aggregate of the default zone: its hosts only, not the zoneless h3
+    core.update_host(make_report("h3"), 1.0)
+    core.create_aggregate("default", {"availability_zone": "nova"}, ["h2"])
+    assert _passing(core, availability_zone="nova") == {"h2"}
+    # an aggregate of a zone with no host: no candidate (member_of names no provider)
+    core.create_aggregate("empty", {"availability_zone": "az3"}, [])
+    assert _passing(core, availability_zone="az3") == set()
+    core.delete_aggregate("empty")
+    core.remove_host_from_aggregate("default", "h2")
+    assert _passing(core, availability_zone="nova") == set()  # it still names the zone
+    core.delete_aggregate("default")
+    assert _passing(core, availability_zone="nova") == {"h1", "h2", "h3"}
+    # a zone nothing names (Nova's API refuses it as not available): no host
     assert _passing(core, availability_zone="az2") == set()
 
 

@@ -2,7 +2,10 @@
 named after the Nova behaviour (nova/weights.py, nova/scheduler/weights/,
 nova/scheduler/filters/, filter_scheduler.py, host_manager.py); and Nova
 34.0.0's weighers (the CPU weigher's own ratio, per-aggregate multipliers),
-with the expected values of Nova 34's own unit tests.
+with the expected values of Nova 34's own unit tests. Where Nova 34's rules
+differ from Nova 18's (a weight below the minval, a class asked 0 of, a host
+reporting 0 of a class, the zone as a request filter), a test with
+``nova_release=34`` (:data:`NOVA_34`) pins Nova 34's beside the Nova 18 one.
 
 Every placement test runs through each ranking path of the core (the
 unfiltered shortcut, the full mask, the gathered copy) and through the
@@ -24,6 +27,8 @@ from actorsched.baselines import NovaHostState, NovaStyleChain
 from actorsched.core import HostTable, PlacementContext, SchedulerCore
 
 MB = 1024
+# the settings of the tests of Nova 34's rules where Nova 18's differ
+NOVA_34: dict[str, object] = {"nova_release": 34}
 
 
 def _shortcut(core: SchedulerCore) -> None:
@@ -138,6 +143,131 @@ def test_nova_negative_free_ram_lowers_the_minimum_to_itself(
 
 
 @PATHS
+def test_nova_negative_free_ram_weighs_as_none_free(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # Nova 34 clamps a raw weight below the RAMWeigher's minval 0 to 0 (nova/weights.py
+    # weigh_objects: max(weight, minval)) and normalizes from 0: free RAM 1000, 0 and
+    # -1000 weigh 1.0, 0.0 and 0.0, so the plug-in's 0.7 for q (0.7) does not beat p
+    # (1.0). Nova 18 lowered the minimum to -1000 instead (1.0, 0.5, 0.0: q won, 1.2).
+    config = ram_only_config(ram_allocation_ratio=2.0, nova_release=34)
+    reports = [
+        make_report("p", memory_mb=2000, memory_mb_used=1000),
+        make_report("q", memory_mb=2000, memory_mb_used=2000),
+        make_report("neg", memory_mb=2000, memory_mb_used=3000),
+    ]
+    spec = make_spec("vm1", memory_mb=100, vcpus=0, disk_gb=0)
+    fixed = Fixed({"q": 1.0}, multiplier=0.7)
+    assert _place(config, reports, spec, path, weighers=[fixed]) == ["p"]
+    host, weights = _weighed(
+        config.model_copy(update={"max_attempts": 3}), reports, spec, path, weighers=[fixed]
+    )
+    assert host == "p"
+    assert weights == pytest.approx({"p": 1.0, "q": 0.7, "neg": 0.0})
+    # without the plug-in the negative host weighs least, the freest most
+    order = _chain_order(config, reports, spec)
+    assert order == ["p", "q", "neg"]
+
+
+def _negative_ram_hosts() -> list[HostReport]:
+    """test_weights_ram.py test_ram_filter_negative: _get_all_hosts and a host of
+    8192 MB with -512 MB free (its own ratio 1.5 lets it pass the RAM filter)."""
+    negative = make_report(
+        "negative", memory_mb=8192, memory_mb_used=8704, ram_allocation_ratio=1.5
+    )
+    return [*_ram_hosts(), negative]
+
+
+def _negative_cpu_hosts() -> list[HostReport]:
+    """test_weights_cpu.py test_negative_host: _get_all_hosts and a host of 4 vCPUs
+    using 6 at ratio 1.0 (-2 free)."""
+    negative = make_report("negative", vcpus=4, vcpus_used=6, cpu_allocation_ratio=1.0)
+    return [*_cpu_hosts(), negative]
+
+
+def _negative_disk_hosts() -> list[HostReport]:
+    """test_weights_disk.py test_disk_filter_negative: _get_all_hosts and a host of
+    80 GB with -5 GB (-5120 MB) free (its own ratio 1.5 lets it pass the disk filter)."""
+    negative = make_report("negative", local_gb=80, local_gb_used=85, disk_allocation_ratio=1.5)
+    return [*_disk_hosts(), negative]
+
+
+@PATHS
+@pytest.mark.parametrize(
+    ("option", "hosts", "highest"),
+    [
+        ("ram_weight_multiplier", _negative_ram_hosts, 8192),  # test_ram_filter_negative
+        ("cpu_weight_multiplier", _negative_cpu_hosts, 16),  # test_negative_host
+        ("disk_weight_multiplier", _negative_disk_hosts, 80),  # test_disk_filter_negative
+    ],
+)
+def test_nova_negative_host_weighs_zero_and_the_rest_from_zero(
+    path: Callable[[SchedulerCore], None],
+    option: str,
+    hosts: Callable[[], list[HostReport]],
+    highest: int,
+) -> None:
+    # Nova 34's tests: host4 wins with weight 1 and the negative host loses with 0.
+    # nova/weights.py gives the rest too: with the negative value clamped to the
+    # weigher's minval 0 and normalize(minval=0), each weighs its value over host4's
+    # (free RAM 512 MB weighs 512 / 8192; Nova 18's minimum of -512 gave 1024 / 8704).
+    config = make_config(**{**ONE_WEIGHER, option: 1.0, "max_attempts": 5, **NOVA_34})
+    reports = hosts()
+    host, weights = _weighed(config, reports, make_spec("vm1", **NOTHING), path)
+    assert host == "host4"
+    assert weights["host4"] == pytest.approx(1.0)
+    assert weights["negative"] == 0.0
+    free = {
+        "ram_weight_multiplier": {"host1": 512, "host2": 1024, "host3": 3072},
+        "cpu_weight_multiplier": {"host1": 0, "host2": 2, "host3": 6},
+        "disk_weight_multiplier": {"host1": 5, "host2": 10, "host3": 30},
+    }[option]
+    assert {h: weights[h] for h in free} == pytest.approx(
+        {h: value / highest for h, value in free.items()}
+    )
+
+
+@PATHS
+def test_nova_a_negative_host_with_an_aggregate_multiplier_still_weighs_zero(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # both at once: the clamp (weigh_objects) and a multiplier per host
+    # (get_weight_multiplier) on the normalized, clamped value: -512 MB free weighs
+    # 2.0 x 0, 1024 MB 2.0 x 0.25, and 4096 MB 1.0 x 1.0
+    config = make_config(
+        **{**ONE_WEIGHER, "ram_weight_multiplier": 1.0, "max_attempts": 3, **NOVA_34}
+    )
+    reports = [
+        make_report("negative", memory_mb=4096, memory_mb_used=4608, ram_allocation_ratio=1.5),
+        make_report("small", memory_mb=4096, memory_mb_used=3072),
+        make_report("big", memory_mb=4096),
+    ]
+    double: Aggregates = [("double", {"ram_weight_multiplier": "2.0"}, ["negative", "small"])]
+    host, weights = _weighed(config, reports, make_spec("vm1", **NOTHING), path, double)
+    assert host == "big"
+    assert weights == pytest.approx({"big": 1.0, "small": 0.5, "negative": 0.0})
+
+
+@PATHS
+def test_nova_hosts_all_at_or_below_the_minval_weigh_zero(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # every free RAM at or below 0: clamped, all equal the minval, normalize gives 0
+    # (minval == maxval); the CPU weigher alone decides (Nova 18: -1000 weighed 0,
+    # -500 weighed 1.0, and "b" won on RAM)
+    config = make_config(ram_allocation_ratio=2.0, max_attempts=2, **NOVA_34)
+    reports = [
+        make_report("a", memory_mb=2000, memory_mb_used=3000, vcpus=8),
+        make_report("b", memory_mb=2000, memory_mb_used=2500, vcpus=4),
+    ]
+    spec = make_spec("vm1", memory_mb=100, vcpus=1, disk_gb=0)
+    assert _place(config, reports, spec, path) == ["a"]
+    host, weights = _weighed(config, reports, spec, path)
+    assert host == "a"
+    assert weights == pytest.approx({"a": 1.0 + 1.0, "b": 0.5 + 1.0})
+
+
+@PATHS
 def test_nova_equal_positive_values_all_weigh_one_and_all_zero_weigh_zero(
     path: Callable[[SchedulerCore], None],
 ) -> None:
@@ -219,6 +349,63 @@ def test_nova_core_filter_passes_a_host_reporting_zero_vcpus(
         _place(make_config(), [broken], make_spec("vm1", memory_mb=8192), path)
 
 
+@PATHS
+@pytest.mark.parametrize(
+    ("report", "asked", "filter_name"),
+    [
+        ({"vcpus": 0, "vcpus_used": 5}, "vcpus", "CoreFilter"),
+        ({"memory_mb": 0}, "memory_mb", "RamFilter"),
+        ({"local_gb": 0}, "disk_gb", "DiskFilter"),
+    ],
+)
+def test_nova_a_host_reporting_zero_of_a_class_has_no_inventory_of_it(
+    path: Callable[[SchedulerCore], None],
+    report: dict[str, int],
+    asked: str,
+    filter_name: str,
+) -> None:
+    # Nova 34's libvirt driver reports no inventory of a class whose total is 0
+    # (nova/tests/unit/virt/libvirt/test_driver.py test_update_provider_tree_zero_total:
+    # "we omit various resources from inventory when there are zero total"), so
+    # Placement names the host for no request asking any of it. (Nova 18's CoreFilter
+    # passed a host of 0 vCPUs, "assuming CPU collection broken"; its chain still does.)
+    config = make_config(**NOVA_34)
+    host = make_report("zero", **report)
+    spec = make_spec("vm1", **{"memory_mb": 0, "vcpus": 0, "disk_gb": 0, asked: 1})
+    with pytest.raises(NoValidHost) as caught:
+        _place(config, [host], spec, path)
+    assert caught.value.filter_counts == {filter_name: 1}
+    # a request asking none of it asks nothing of it: the host takes it
+    nothing = make_spec("vm1", memory_mb=0, vcpus=0, disk_gb=0)
+    assert _place(config, [host], nothing, path) == ["zero"]
+
+
+@PATHS
+@pytest.mark.parametrize(
+    ("report", "asked"),
+    [
+        ({"local_gb": 100, "local_gb_used": 110}, "disk_gb"),
+        ({"memory_mb": 4096, "memory_mb_used": 5000}, "memory_mb"),
+        ({"vcpus": 4, "vcpus_used": 20}, "vcpus"),
+    ],
+)
+def test_nova_a_class_asked_zero_of_is_not_asked(
+    path: Callable[[SchedulerCore], None], report: dict[str, int], asked: str
+) -> None:
+    # Nova 34 leaves a class asked 0 of out of the Placement query
+    # (nova/scheduler/utils.py ResourceRequest.from_request_spec: no DISK_GB for a boot
+    # from volume, test_resource_request_from_request_spec_is_bfv; strip_zeros for any
+    # other, test_resources_from_flavor_with_override: "Standard and custom zeroes
+    # don't make it through"): a host used past its capacity of that class still takes
+    # the request, and one asking any of it does not
+    config = make_config(**NOVA_34)
+    over = make_report("over", **report)
+    other = {"memory_mb": 512, "vcpus": 1, "disk_gb": 1, asked: 0}
+    assert _place(config, [over], make_spec("vm1", "vm2", **other), path) == ["over", "over"]
+    with pytest.raises(NoValidHost, match="removed 1"):
+        _place(config, [over], make_spec("vm1", **{**other, asked: 1}), path)
+
+
 # -- host names in ignore_hosts match in any case (host_manager._strip_ignore_hosts) ---------
 
 
@@ -246,6 +433,42 @@ def test_nova_ignore_hosts_match_host_names_case_insensitively(
     core.remove_host("Node1", now=1.0)
     [sel] = core.select_destinations(make_spec("vm2", ignore_hosts=["NODE1"]), now=1.0)
     assert sel.host == "NODE2"
+
+
+@PATHS
+def test_nova_force_hosts_match_in_any_case_force_nodes_and_aggregate_hosts_exactly(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # Nova 34's host manager lower-cases ignore_hosts and force_hosts on both sides
+    # (_strip_ignore_hosts, _match_forced_hosts: test_host_manager.py
+    # test_get_filtered_hosts_with_ignore_case_insensitive and
+    # test_get_filtered_hosts_with_force_case_insensitive) but compares node names as
+    # given (_match_forced_nodes: ``nodename not in nodes_to_force``), and an
+    # aggregate's hosts are matched by name as stored (AggregateList.get_by_host:
+    # ``AggregateHost.host == host``)
+    reports = [
+        make_report("Node1", memory_mb=4 * MB, node="Node1.example"),
+        make_report("node2", memory_mb=16 * MB, node="NODE2.example"),
+    ]
+    core = make_core(
+        make_config(enabled_filters=[*make_config().enabled_filters, "AggregateTypeAffinityFilter"])
+    )
+    path(core)
+    for report in reports:
+        core.update_host(report, now=0.0)
+    placed = core.select_destinations(make_spec("vm1", force_hosts=["NODE1"]), 1.0)
+    assert [s.host for s in placed] == ["Node1"]
+    placed = core.select_destinations(make_spec("vm2", ignore_hosts=["NODE2"]), 1.0)
+    assert [s.host for s in placed] == ["Node1"]
+    placed = core.select_destinations(make_spec("vm3", force_nodes=["NODE2.example"]), 1.0)
+    assert [s.host for s in placed] == ["node2"]
+    with pytest.raises(NoValidHost, match=r"force_nodes \['node2.example'\] name no known"):
+        core.select_destinations(make_spec("vm4", force_nodes=["node2.example"]), 1.0)
+    # "node1" names no host of the aggregate filter: Node1 is in no aggregate
+    core.create_aggregate("tiny", {"instance_type": "m1.tiny"}, ["node1", "NODE2"])
+    assert core.host_states()["Node1"].aggregates == []
+    placed = core.select_destinations(make_spec("vm5", flavor_name="m1.small"), 1.0)
+    assert [s.host for s in placed] == ["node2"]
 
 
 # -- a host with no zone is in default_availability_zone (AvailabilityZoneFilter) -------------
@@ -281,6 +504,71 @@ def test_nova_host_without_a_zone_is_in_the_default_availability_zone(
     core = make_core()
     core.update_host(alone[0], now=0.0)
     assert core.host_states()["zoneless"].availability_zone is None
+
+
+# -- nova_release 34: the zone is Nova 34's request filter map_az_to_placement_aggregate ---
+# (nova/scheduler/request_filter.py; nova/tests/unit/scheduler/test_request_filter.py
+# test_map_az, test_map_az_no_aggregates, test_map_az_no_hint)
+
+
+@PATHS
+def test_nova_the_default_zone_nothing_names_limits_nothing(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # test_map_az_no_aggregates: no aggregate of the zone, no member_of: any host, one of
+    # another zone too (Nova 18's AvailabilityZoneFilter, the baseline chain, passed the
+    # zoneless host only)
+    reports = [
+        make_report("zoneless", memory_mb=16 * MB),
+        make_report("in-az1", memory_mb=32 * MB, availability_zone="az1"),
+    ]
+    nova34 = make_config(**NOVA_34)
+    spec = make_spec("vm1", availability_zone="nova")
+    assert _place(nova34, reports, spec, path) == ["in-az1"]
+    assert _chain_order(nova34, reports, spec) == ["zoneless"]
+    # no zone asked (test_map_az_no_hint): no limit either
+    assert _place(nova34, reports, make_spec("vm1"), path) == ["in-az1"]
+    # the default is a setting: another zone nothing names passes no host (Nova's API
+    # refuses a zone that is not available before the scheduler is asked)
+    alone = [make_report("zoneless")]
+    config = make_config(default_availability_zone="az9", **NOVA_34)
+    assert _place(config, alone, make_spec("vm1", availability_zone="az9"), path) == ["zoneless"]
+    with pytest.raises(NoValidHost, match="AvailabilityZoneFilter removed 1"):
+        _place(nova34, alone, make_spec("vm1", availability_zone="az9"), path)
+    # what the host reported is kept as it was
+    core = make_core(nova34)
+    core.update_host(alone[0], now=0.0)
+    assert core.host_states()["zoneless"].availability_zone is None
+
+
+@PATHS
+def test_nova_a_zone_a_host_reports_counts_as_named_by_an_aggregate(
+    path: Callable[[SchedulerCore], None],
+) -> None:
+    # test_map_az: a zone an aggregate names limits the request to its hosts. A host
+    # that reports its zone (no aggregate) names it likewise, the default zone too:
+    # then the zoneless host is not in it (Nova 18's filter passed it in "nova")
+    reports = [
+        make_report("zoneless", memory_mb=16 * MB),
+        make_report("in-nova", memory_mb=8 * MB, availability_zone="nova"),
+        make_report("in-az1", memory_mb=32 * MB, availability_zone="az1"),
+    ]
+    nova34 = make_config(**NOVA_34)
+    spec = make_spec("vm1", "vm2", availability_zone="nova")
+    assert _place(nova34, reports, spec, path) == ["in-nova", "in-nova"]
+    az1 = make_spec("vm1", "vm2", availability_zone="az1")
+    assert _place(nova34, reports, az1, path) == ["in-az1", "in-az1"]
+    core = make_core(nova34)
+    path(core)
+    for report in reports:
+        core.update_host(report, now=0.0)
+    # an aggregate's zone is its host's over the one it reports
+    core.create_aggregate("other", {"availability_zone": "az1"}, ["in-nova"])
+    [selection] = core.select_destinations(make_spec("vm3", availability_zone="nova"), 1.0)
+    assert selection.host == "in-az1"  # nothing names "nova" now: no limit
+    with pytest.raises(NoValidHost, match="AvailabilityZoneFilter removed 1"):
+        # az1 now has in-nova and in-az1: the zoneless host is out, the others too small
+        core.select_destinations(make_spec("vm4", memory_mb=64 * MB, availability_zone="az1"), 1.0)
 
 
 # -- alternates of a request of several instances (filter_scheduler._get_alternate_hosts) -----
@@ -350,10 +638,11 @@ def _weighed(
     spec: RequestSpec,
     path: Callable[[SchedulerCore], None],
     aggregates: Aggregates | None = None,
+    **kwargs: object,
 ) -> tuple[str, dict[str, float]]:
     """The host ``spec``'s first instance goes to, and each host's total weight as
     the plan explains it (what Nova's ``weighed_host.weight`` is)."""
-    core = make_core(config)
+    core = make_core(config, **kwargs)
     path(core)
     for report in reports:
         core.update_host(report, now=0.0)

@@ -9,7 +9,8 @@ figures are the sum of what they list, so the claims the scheduler holds on
 a host must never add up to more than the host's capacity. Released uuids
 are asked for again (another flavor, with fresh uuids, under hard
 anti-affinity): a claim beside the credit of the released instance its host
-still lists stays assumed until a listing after the credit ended.
+still lists stays assumed until a listing after the credit ended. The model
+runs under both ``nova_release`` settings (:class:`CoreMachineNova34`).
 """
 
 from __future__ import annotations
@@ -75,9 +76,11 @@ class MClaim:
 
 
 class CoreMachine(RuleBasedStateMachine):
+    config = CONFIG
+
     def __init__(self) -> None:
         super().__init__()
-        self.core = SchedulerCore(CONFIG)
+        self.core = SchedulerCore(self.config)
         self.now = 0.0
         self.hosts: dict[str, MHost] = {}
         self.claims: dict[str, MClaim] = {}
@@ -110,6 +113,12 @@ class CoreMachine(RuleBasedStateMachine):
             used[1] - sum(s[1] for s in credits) + sum(s[1] for s in assumed),
             used[2] - sum(s[2] for s in credits) + sum(s[2] for s in assumed),
         )
+
+    def ram_weight(self, host: str) -> int:
+        """What the RAM weigher ranks by: free RAM; under Nova 34 a negative one counts as
+        0 (a raw weight is clamped to the weigher's minval 0), so such hosts tie."""
+        free = self.free_ram(host)
+        return max(free, 0) if self.config.nova_release == 34 else free
 
     def free_ram(self, host: str) -> int:
         t = totals(host)
@@ -239,12 +248,12 @@ class CoreMachine(RuleBasedStateMachine):
             passing = [h for h in self.hosts if self.passes(h, want)]
             assert sel.host in passing
             # RAM is the only weigher: best free RAM, then the next best as alternates
-            ranked = sorted((self.free_ram(h) for h in passing), reverse=True)
-            assert self.free_ram(sel.host) == ranked[0]
+            ranked = sorted((self.ram_weight(h) for h in passing), reverse=True)
+            assert self.ram_weight(sel.host) == ranked[0]
             if count == 1:
                 assert sel.host not in sel.alternates
                 assert set(sel.alternates) <= set(passing)
-                got = [self.free_ram(h) for h in sel.alternates]
+                got = [self.ram_weight(h) for h in sel.alternates]
                 assert got == ranked[1 : 1 + len(got)]
                 assert len(sel.alternates) == min(alternates, len(passing) - 1)
             self.sizes[sel.instance_uuid] = want
@@ -254,11 +263,11 @@ class CoreMachine(RuleBasedStateMachine):
             # the same for every instance and never a host chosen for one of them
             chosen = {sel.host for sel in selections}
             left = [h for h in self.hosts if self.passes(h, want) and h not in chosen]
-            ranked = sorted((self.free_ram(h) for h in left), reverse=True)
+            ranked = sorted((self.ram_weight(h) for h in left), reverse=True)
             for sel in selections:
                 assert sel.alternates == selections[0].alternates
                 assert set(sel.alternates) <= set(left)
-                assert [self.free_ram(h) for h in sel.alternates] == ranked[:alternates]
+                assert [self.ram_weight(h) for h in sel.alternates] == ranked[:alternates]
         self.placed.append((spec, selections))
 
     @precondition(lambda self: any(u not in self.claims for u in self.sizes))
@@ -300,7 +309,7 @@ class CoreMachine(RuleBasedStateMachine):
             passing = [h for h in self.hosts if self.passes(h, want)]
             assert sel.host in passing
             if not anti:
-                assert self.free_ram(sel.host) == max(self.free_ram(h) for h in passing)
+                assert self.ram_weight(sel.host) == max(self.ram_weight(h) for h in passing)
             runs = self.hosts[sel.host].listed
             credited = self.credits.get(sel.host, {})
             confirmed = sel.instance_uuid in runs and sel.instance_uuid not in credited
@@ -409,3 +418,20 @@ CoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestCoreAgainstModel = CoreMachine.TestCase
+
+
+class CoreMachineNova34(CoreMachine):
+    """The same model under ``nova_release`` 34 (where its rules differ here: the RAM
+    weigher clamps a negative free RAM to 0; no request asks 0 of a class)."""
+
+    config = CONFIG.model_copy(update={"nova_release": 34})
+
+
+CoreMachineNova34.TestCase.settings = settings(
+    max_examples=25 if _MUTATING else 75,
+    derandomize=_MUTATING,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestCoreAgainstModelNova34 = CoreMachineNova34.TestCase

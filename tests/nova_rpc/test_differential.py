@@ -11,7 +11,8 @@ configurations) is answered twice:
   Placement's part;
 * by actorsched's core here: a :class:`SchedulerCore` configured from the
   same nova.conf through ``actorsched.nova.conf.read`` (``host_subset_size``
-  1, no shuffling), whose ``plan`` dry run ranks every passing host
+  1, no shuffling; ``nova_release`` 34: Nova 34's rules where they differ
+  from Nova 18's, actorsched's default), whose ``plan`` dry run ranks every passing host
   (``max_attempts`` past the host count), then once more with the
   configured ``max_attempts`` (the chosen host and its alternates, found by
   the ranking's fast paths).
@@ -26,7 +27,16 @@ The asserted cases hit none of the known differences
 (``nova_differential.KNOWN_TAGS``); the generator's flags make cases that
 may hit one, and there every mismatch must be one that the case hits. Each
 known difference also has a minimal case here (:data:`MINIMAL`), expected
-to fail until actorsched agrees.
+to fail until actorsched agrees. The former known differences
+(``nova_differential.FORMER``) are in the asserted cases, each with its
+minimal case asserted here too (:data:`AGREED`).
+
+One answer is not Nova's by design: a numeric extra-spec operator against
+an aggregate value that is not a number. Nova's filter raises ValueError
+when it gets to that value; actorsched refuses the request with
+InvalidRequest whenever such a value is on a reported host
+(``nova_differential.refuses``). So where actorsched refuses, Nova raised
+or placed; where Nova raised, actorsched refused; elsewhere they agree.
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ from typing import Any
 
 import pytest
 
-from actorsched import HostReport, RequestSpec, SchedulerConfig, ServerGroup
+from actorsched import HostReport, InvalidRequest, RequestSpec, SchedulerConfig, ServerGroup
 from actorsched.answers import Plan
 from actorsched.core import SchedulerCore
 from actorsched.nova.conf import read
@@ -136,12 +146,13 @@ def _case(
 
 _OVER = {"ram": 1.5, "cpu": 1.0, "disk": 1.0}  # RAM over-committed 1.5 times
 
-# name -> the smallest case that shows a known difference (its tag is the case's
-# "hits"); each comment says what Nova 34 does
-MINIMAL: dict[str, dict[str, Any]] = {
+# name -> the smallest case that showed a former known difference (its name in
+# nova_differential.FORMER is the case's "hits"), asserted now; each comment says
+# what Nova 34 does, and actorsched too
+AGREED: dict[str, dict[str, Any]] = {
     # free RAM -2048, 0 and 2048 MB: Nova clamps -2048 to the RAMWeigher's minval 0,
-    # so h0 and h1 tie on RAM and h0's 12 vCPUs put it before h1 (2.0 > 1.67);
-    # actorsched normalizes RAM from -2048 (h0 0, h1 0.5): h1 first (2.17 > 2.0)
+    # so h0 and h1 tie on RAM and h0's 12 vCPUs put it before h1 (2.0 > 1.67)
+    # (actorsched normalized RAM from -2048 before: h0 0, h1 0.5, h1 first)
     "negative_free": _case(
         "negative_free",
         "default",
@@ -189,7 +200,8 @@ MINIMAL: dict[str, dict[str, Any]] = {
     ),
     # h0 has no VCPU inventory in Placement: no request with vCPUs fits it
     "zero_vcpu_host": _case("zero_vcpu_host", "default", [_host("h0", vcpus=0), _host("h1")]),
-    # tier=fast with '>= 2': float('fast') raises out of Nova's filter (the request fails)
+    # tier=fast with '>= 2': float('fast') raises out of Nova's filter (the request
+    # fails); actorsched refuses it with InvalidRequest
     "extra_spec_not_a_number": _case(
         "extra_spec_not_a_number",
         "aggregates",
@@ -197,6 +209,11 @@ MINIMAL: dict[str, dict[str, Any]] = {
         [_aggregate("agg0", ["h0"], tier="fast"), _aggregate("agg1", ["h1"], tier="3")],
         extra_specs={"aggregate_instance_extra_specs:tier": ">= 2"},
     ),
+}
+
+# name -> the smallest case that shows a known difference (its tag is the case's
+# "hits"); each comment says what Nova 34 does
+MINIMAL: dict[str, dict[str, Any]] = {
     # two instances of 4096 MB: the first takes h0 (32 vCPUs), which is then full;
     # for the second Nova weighs h0 too, its 31 free vCPUs and its one I/O operation
     # set the CPU and I/O weighers' range, and h1 (more RAM) wins over h2 (more
@@ -240,11 +257,13 @@ MINIMAL: dict[str, dict[str, Any]] = {
 
 
 def all_cases() -> dict[str, list[dict[str, Any]]]:
-    """Every case, by kind: ``asserted``, ``flagged:<difference>`` and ``minimal``."""
+    """Every case, by kind: ``asserted``, ``flagged:<difference>``, ``minimal`` and
+    ``agreed``."""
     cases = {"asserted": [nd.generate(seed) for seed in range(ASSERTED)]}
     for tag in nd.KNOWN_TAGS:
         cases[f"flagged:{tag}"] = [nd.generate(seed, [tag]) for seed in range(FLAGGED)]
     cases["minimal"] = [{**case, "seed": f"minimal:{name}"} for name, case in MINIMAL.items()]
+    cases["agreed"] = [{**case, "seed": f"agreed:{name}"} for name, case in AGREED.items()]
     return cases
 
 
@@ -294,6 +313,7 @@ def scheduler_config(config: str, tmp: Path) -> SchedulerConfig:
     assert found.host_subset_size == 1
     assert not found.shuffle_best_same_weighed_hosts
     assert found.max_attempts == MAX_ATTEMPTS
+    assert found.nova_release == 34  # a nova.conf is Nova 34's: its rules
     return found
 
 
@@ -493,11 +513,35 @@ def explain(
     )
 
 
+def refused(case: Mapping[str, Any], nova: Mapping[str, Any], error: InvalidRequest) -> list[str]:
+    """What is wrong with actorsched's refusal of ``case`` (nothing: it is the rule
+    of ``nova_differential.refuses``, and Nova raised ValueError or placed)."""
+    why = nd.refuses(case)
+    if why is None:
+        return [f"actorsched refused the request, which the rule does not: {error}"]
+    if nova["error"] is not None and not nova["error"].startswith("ValueError"):
+        return [f"actorsched refused ({why}): {error}; Nova raised {nova['error']}"]
+    return []
+
+
 def check(case: Mapping[str, Any], nova: Mapping[str, Any], tmp: Path) -> tuple[str, set[str]]:
     """("" when they agree, else the explanation of the mismatch; the known
     differences seen)."""
-    full, short = ours(case, tmp)
+    try:
+        full, short = ours(case, tmp)
+    except InvalidRequest as error:
+        problems = refused(case, nova, error)
+        if not problems:
+            return "", set()
+        return (
+            f"seed {case['seed']!r}, configuration {case['config']!r}:\n  "
+            + "\n  ".join(problems)
+            + f"\nthe case: {json.dumps(case)}"
+        ), set()
     problems, seen = compare(case, nova, full, short)
+    why = nd.refuses(case)
+    if why is not None:
+        problems.insert(0, f"the request should be refused ({why}), actorsched placed it")
     return (explain(case, nova, full, problems) if problems else ""), seen
 
 
@@ -513,6 +557,7 @@ def test_the_seeded_cases_cover_what_they_are_for(runs: Runs) -> None:
     assert set(configs) == set(nd.CONFIGS), configs
     assert min(configs.values()) >= 100, configs
     seen: Counter[str] = Counter()
+    refusals: Counter[str] = Counter()
     for case, nova in pairs:
         request = case["request"]
         weighed = nova["instances"][0]["weighed"] if nova["instances"] else []
@@ -527,7 +572,12 @@ def test_the_seeded_cases_cover_what_they_are_for(runs: Runs) -> None:
         seen["aggregates"] += bool(case["aggregates"])
         seen["resources only"] += request["bare"]
         seen["Nova's filters removed a host"] += len(weighed) < len(nova["placement"])
-    print(dict(seen))
+        for former in nd.features(case):
+            seen[f"former: {former}"] += 1
+        if nd.refuses(case) is not None:  # (what Nova did there, for the record)
+            refusals[f"refused, and Nova {'raised' if nova['error'] else 'placed'}"] += 1
+    print(dict(seen), dict(refusals))
+    assert {f"former: {name}" for name in nd.FORMER} <= set(seen), seen
     assert min(seen.values()) >= 30, seen
 
 
@@ -566,6 +616,17 @@ def test_the_flagged_cases_differ_only_by_known_differences(runs: Runs, tmp_path
     assert not unexplained, (
         f"{len(unexplained)} mismatches hit no known difference; the first:\n{unexplained[0]}"
     )
+
+
+@pytest.mark.parametrize("name", list(AGREED))
+def test_a_former_difference(name: str, runs: Runs, tmp_path: Path) -> None:
+    """The minimal case of a former known difference: actorsched agrees with Nova 34."""
+    case, nova = next(pair for pair in runs["agreed"] if pair[0]["seed"] == f"agreed:{name}")
+    assert nd.tags(case) == [], nd.tags(case)
+    assert case["hits"][0] in nd.features(case), nd.features(case)
+    mismatch, seen = check(case, nova, tmp_path)
+    assert not mismatch, mismatch
+    assert not seen
 
 
 @pytest.mark.parametrize(
