@@ -16,9 +16,11 @@ Rules this module keeps:
 * In Nova 34, RAM, vCPU and disk, the zone and traits are Placement's
   decision: actorsched always enables its own filters for them (each
   host's own allocation ratio, as a resource provider's inventory has it).
-* A nova.conf is Nova 34's: ``nova_release`` is 34, so Nova 34's rules hold
-  where Nova 18's differ (``SchedulerConfig.nova_release``), whatever
-  filters it names.
+* A nova.conf is Nova 34's (``nova_release`` 34: Nova 34's rules hold where
+  Nova 18's differ, ``SchedulerConfig.nova_release``), unless its
+  ``enabled_filters`` names a filter only Nova 18 had (RamFilter,
+  AvailabilityZoneFilter ...): a configuration written for Nova 18 keeps
+  Nova 18's rules, and a warning says so.
 """
 
 from __future__ import annotations
@@ -284,16 +286,14 @@ def read(path: str) -> NovaConfig:
     nova_filters = tuple(values[("filter_scheduler", "enabled_filters")])
     ours: list[str] = list(PLACEMENT_FILTERS)
     unbuilt: list[str] = []
+    removed: list[str] = []
     for name in nova_filters:
         short = name.rsplit(".", 1)[-1]
         if short in _SAME_NAME or short in _REMOVED:
             if short not in ours:
                 ours.append(short)
             if short in _REMOVED:
-                warnings.append(
-                    f"filter {short} was removed from Nova (Placement decides it now); kept "
-                    "with Nova 18's rule because this nova.conf enables it"
-                )
+                removed.append(short)
         elif short not in _NO_OP_FILTERS:
             unbuilt.append(short)
     if unbuilt:
@@ -301,8 +301,17 @@ def read(path: str) -> NovaConfig:
             f"enabled_filters {unbuilt} are not built in actorsched: hosts are not filtered by them"
         )
     put("enabled_filters", ours, "filter_scheduler", "enabled_filters")
-    # Nova 34's rules where they differ from Nova 18's (SchedulerConfig.nova_release)
-    scheduler["nova_release"] = (34, "Nova 34")
+    # Nova 34's rules where they differ from Nova 18's (SchedulerConfig.nova_release),
+    # but a configuration written for Nova 18 keeps Nova 18's
+    if removed:
+        scheduler["nova_release"] = (18, "[filter_scheduler] enabled_filters names Nova 18's")
+        warnings.append(
+            f"filter(s) {', '.join(removed)} were removed from Nova (Placement decides them "
+            "now); this nova.conf enables them, so it is read as written for Nova 18: Nova "
+            "18's rules hold where the two releases differ (nova_release 18)"
+        )
+    else:
+        scheduler["nova_release"] = (34, "Nova 34")
     architecture = values[("filter_scheduler", "image_properties_default_architecture")]
     if architecture:
         if architecture not in ARCHITECTURES:  # oslo.config's choices

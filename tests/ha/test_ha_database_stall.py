@@ -31,8 +31,8 @@ from actorsched.amqp import SchedulerClient
 from benchmarks.cluster import ACTIVE_LINE, ServeProcess, Tally, place_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "journal"))
-from journal_backends import PG_URL  # noqa: E402
-from stall_proxy import StallProxy  # noqa: E402
+from journal_backends import PG_URL
+from stall_proxy import StallProxy
 
 pytestmark = [pytest.mark.amqp, pytest.mark.timeout(240)]
 

@@ -129,7 +129,13 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
     assert conf.scheduler["cpu_weight_multiplier"] == (0.0, "[filter_scheduler] weight_classes")
     assert conf.scheduler["cpu_allocation_ratio"] == (4.0, "[DEFAULT] initial_cpu_allocation_ratio")
     text = "\n".join(conf.warnings)
-    assert "filter RamFilter was removed from Nova" in text
+    assert "filter(s) RamFilter were removed from Nova" in text
+    # a configuration written for Nova 18 keeps Nova 18's rules
+    assert conf.scheduler["nova_release"] == (
+        18,
+        "[filter_scheduler] enabled_filters names Nova 18's",
+    )
+    assert "read as written for Nova 18" in text
     assert "['JsonFilter'] are not built" in text
     assert "limit_tenants_to_placement_aggregate is on but not built" in text
 
