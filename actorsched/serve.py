@@ -74,7 +74,8 @@ def _authorizer(settings: Settings) -> Authorizer:
     return Authorizer(auth.users, auth.max_priority)
 
 
-# seconds between a standby's probes of its queue when it also answers Nova
+# seconds between a standby's probes of its own queue: a lone serve (or the first of a
+# pair) learns it owns the queue without waiting for traffic, a standby keeps asking
 _PROBE_INTERVAL = 2.0
 
 
@@ -180,7 +181,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             delivery_limit=options.delivery_limit,
             metrics=metrics,
             drain_timeout=options.drain_timeout,
-            probe_interval=_PROBE_INTERVAL if settings.nova_conf is not None else None,
+            probe_interval=_PROBE_INTERVAL,
             authorizer=_authorizer(settings),
         )
         nova = _nova_endpoint(settings, scheduler, service, metrics)
