@@ -26,13 +26,13 @@ from .amqp.protocol import dead_letter_names
 from .amqp.service import QueueOfAnotherState, SchedulerService, redact
 from .auth import Authorizer
 from .errors import SchedulerError
-from .journal import open_journal
+from .journal import JournalMissing, open_journal
 from .logs import configure_logging
 from .metrics import SchedulerMetrics
 from .models import SchedulerConfig
 from .nova.endpoint import NovaEndpoint
 from .scheduler import Scheduler
-from .settings import ServiceSettings, Settings
+from .settings import ServiceSettings, Settings, default_journal_path
 
 __all__ = ["add_arguments", "main", "serve"]
 
@@ -49,9 +49,13 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
     journal = None
     if not service.no_journal:
         path = service.journal
-        if "://" not in path:  # a missing directory is made private to this user
+        # a journal is made only when asked, or at the default path on its first use
+        create = service.create_journal or Path(path) == default_journal_path()
+        if "://" not in path and create:  # a missing directory is made private to this user
             Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        journal = open_journal(path, shard=service.shard, commit_timeout=service.commit_timeout)
+        journal = open_journal(
+            path, shard=service.shard, commit_timeout=service.commit_timeout, create=create
+        )
     return Scheduler(
         config,
         journal=journal,
@@ -252,7 +256,7 @@ def main(args: argparse.Namespace) -> int:
         logging.getLogger("actorsched.decisions").setLevel(logging.WARNING)
     try:
         return asyncio.run(serve(chosen))
-    except QueueOfAnotherState as exc:  # a setting, not a fault: restarting cannot help
+    except (QueueOfAnotherState, JournalMissing) as exc:  # a setting: restarting cannot help
         log.error("actorsched serve refused to start: %s", exc)
         return 2
     except (ValueError, SchedulerError, ConnectionError, OSError) as exc:

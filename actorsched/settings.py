@@ -140,6 +140,9 @@ class ServiceSettings(BaseModel):
     # a path (SQLite: one serve per file) or a postgresql:// URL
     journal: str = Field(default_factory=lambda: str(default_journal_path()), min_length=1)
     no_journal: bool = False
+    # make the journal (an SQLite file, a PostgreSQL shard) when it does not exist;
+    # without it only the default journal path is made, on its first use
+    create_journal: bool = False
     shard: Name = DEFAULT_SHARD
     follow_interval: float = Field(DEFAULT_FOLLOW_INTERVAL, gt=0)
     # seconds a journal commit may take: past it serve fail-stops (its standby takes over)
@@ -301,6 +304,13 @@ FLAGS: tuple[Flag, ...] = (
         "service",
         "no_journal",
         "keep state in memory only: a restart forgets every claim",
+        kind="switch",
+    ),
+    Flag(
+        "service",
+        "create_journal",
+        "make the journal if it does not exist (without it a missing --journal or --shard "
+        "refuses to start; the default journal file is made on first use)",
         kind="switch",
     ),
     Flag("service", "shard", "name of this scheduler's state in a postgresql:// journal"),

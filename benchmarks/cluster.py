@@ -69,6 +69,7 @@ class ServeProcess:
             *(["--shard", shard] if shard != "default" else []),
             "--follow-interval",
             "0.02",
+            "--create-journal",  # each run's shard or file is new
             *extra,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,

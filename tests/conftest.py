@@ -70,6 +70,7 @@ async def start_serve(
         queue,
         "--journal",
         str(journal),
+        "--create-journal",
         *more,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

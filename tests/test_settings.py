@@ -278,7 +278,7 @@ def test_the_default_journal_is_an_absolute_path_in_a_state_directory(
 
 async def test_serve_makes_the_journals_missing_directory_private(tmp_path: Path) -> None:
     path = tmp_path / "state" / "journal.sqlite"
-    settings = load(_args("--journal", str(path)))
+    settings = load(_args("--journal", str(path), "--create-journal"))
     scheduler = serve_command._build_scheduler(settings.scheduler, settings.service)
     try:
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -319,6 +319,7 @@ def test_serve_tries_the_broker_for_connect_timeout_with_a_line_per_attempt(
             "2.5",
             "--journal",
             str(tmp_path / "j.sqlite"),
+            "--create-journal",
         ],
         capture_output=True,
         text=True,
@@ -405,6 +406,7 @@ def test_sigterm_while_the_broker_is_retried_stops_serve_at_once_with_0(tmp_path
         "60",
         "--journal",
         str(tmp_path / "j.sqlite"),
+        "--create-journal",
     ]
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:
         assert process.stderr is not None

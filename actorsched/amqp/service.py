@@ -166,6 +166,10 @@ _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+# the app_id of a standby's probe of its own queue (SchedulerService._probe)
+_PROBE_APP_ID = "actorsched-probe"
+
+
 def _quiet(task: asyncio.Future[Any]) -> None:
     """Take a background ack's or reply's outcome, so that a failure is not logged
     again as never retrieved (the one who gave up on it said so already)."""
@@ -611,6 +615,7 @@ class SchedulerService:
                     b"{}",
                     content_type=CONTENT_TYPE,
                     type="aggregates",
+                    app_id=_PROBE_APP_ID,  # its own: not counted as a caller's request
                     delivery_mode=aio_pika.DeliveryMode.NOT_PERSISTENT,
                     user_id=URL(self.url).user or "guest",  # from itself: allowed its read
                 )
@@ -677,6 +682,11 @@ class SchedulerService:
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, message: AbstractIncomingMessage, cut: int | None) -> None:
+        if message.app_id == _PROBE_APP_ID and not message.reply_to:
+            # a standby's probe of the queue: it begins a term like any delivery, and
+            # counts in none of the callers' figures
+            await self._process(message, [], cut)
+            return
         started = time.perf_counter()
         self.accepted += 1
         op_label = message.type if message.type in OPERATIONS else "unknown"

@@ -13,7 +13,14 @@ from __future__ import annotations
 import os
 
 from .base import DEFAULT_COMMIT_TIMEOUT, Journal, JournalStats, Recovery
-from .errors import JournalError, JournalFenced, JournalGap, JournalLocked, JournalUnavailable
+from .errors import (
+    JournalError,
+    JournalFenced,
+    JournalGap,
+    JournalLocked,
+    JournalMissing,
+    JournalUnavailable,
+)
 from .postgres import DEFAULT_SHARD, PostgresJournal, is_postgres_url
 from .sqlite import SqliteJournal
 
@@ -25,6 +32,7 @@ __all__ = [
     "JournalFenced",
     "JournalGap",
     "JournalLocked",
+    "JournalMissing",
     "JournalStats",
     "JournalUnavailable",
     "PostgresJournal",
@@ -40,19 +48,28 @@ def open_journal(
     shard: str = DEFAULT_SHARD,
     snapshot_every: int = 20_000,
     commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
+    create: bool = True,
 ) -> Journal:
     """The journal ``where`` names: a ``postgresql://`` URL, or else the path of an SQLite file.
 
     ``shard`` names the state within a shared PostgreSQL database; an SQLite
-    file holds one shard, so any other name there is refused.
+    file holds one shard, so any other name there is refused. With ``create``
+    False a journal that does not exist (no such file; no such shard in the
+    database) raises :class:`JournalMissing` when opened, instead of being made.
     """
     if is_postgres_url(where):
         assert isinstance(where, str)
         return PostgresJournal(
-            where, shard=shard, snapshot_every=snapshot_every, commit_timeout=commit_timeout
+            where,
+            shard=shard,
+            snapshot_every=snapshot_every,
+            commit_timeout=commit_timeout,
+            create=create,
         )
     if shard != DEFAULT_SHARD:
         raise ValueError(
             f"shard {shard!r} needs a postgresql:// journal; an SQLite journal holds one shard"
         )
-    return SqliteJournal(where, snapshot_every=snapshot_every, commit_timeout=commit_timeout)
+    return SqliteJournal(
+        where, snapshot_every=snapshot_every, commit_timeout=commit_timeout, create=create
+    )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from ..errors import SchedulerError
 
-__all__ = ["JournalError", "JournalFenced", "JournalGap", "JournalLocked", "JournalUnavailable"]
+__all__ = [
+    "JournalError",
+    "JournalFenced",
+    "JournalGap",
+    "JournalLocked",
+    "JournalMissing",
+    "JournalUnavailable",
+]
 
 
 class JournalError(SchedulerError):
@@ -39,4 +46,13 @@ class JournalGap(JournalError):
 
     A standby that fell more than a snapshot behind gets it; it then
     rebuilds its state from the snapshot (see ``Journal.reload``).
+    """
+
+
+class JournalMissing(JournalError):
+    """The journal named does not exist, and making it was not asked for.
+
+    ``serve`` makes a journal only with ``--create-journal`` (or its default
+    state file on first use), so that a mistyped ``--journal`` or ``--shard``
+    never starts an empty scheduler in place of the one that holds the claims.
     """

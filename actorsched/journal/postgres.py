@@ -35,7 +35,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from .base import DEFAULT_COMMIT_TIMEOUT, Journal, Row, StoredSnapshot, rows_of
-from .errors import JournalError, JournalFenced, JournalUnavailable
+from .errors import JournalError, JournalFenced, JournalMissing, JournalUnavailable
 
 __all__ = ["DEFAULT_SHARD", "SCHEMA_VERSION", "PostgresJournal", "is_postgres_url"]
 
@@ -116,8 +116,10 @@ class PostgresJournal(Journal):
         connect_timeout: float = 5.0,
         reconnect_timeout: float = 10.0,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
+        create: bool = True,
     ) -> None:
         super().__init__(snapshot_every=snapshot_every, commit_timeout=commit_timeout)
+        self.create = create  # False: a shard the database does not hold is JournalMissing
         if not is_postgres_url(url):
             raise ValueError(f"a PostgreSQL journal needs a postgresql:// URL, got {url[:80]!r}")
         self.url = url
@@ -204,6 +206,19 @@ class PostgresJournal(Journal):
                     (MAGIC, str(SCHEMA_VERSION), uuid.uuid4().hex),
                 )
                 meta = dict(conn.execute("SELECT key, value FROM actorsched_meta").fetchall())
+                if (
+                    not self.create
+                    and not conn.execute(
+                        "SELECT 1 FROM actorsched_shards WHERE shard = %s", (self.shard,)
+                    ).fetchone()
+                ):
+                    # raised inside the transaction: the tables, if new, go with it
+                    raise JournalMissing(
+                        f"journal {self.name} does not exist (the database holds no shard "
+                        f"{self.shard!r}); serve makes one only when asked (--create-journal), "
+                        "so that a mistyped --journal or --shard never starts an empty "
+                        "scheduler: check them, or pass --create-journal once"
+                    )
                 inserted = conn.execute(
                     "INSERT INTO actorsched_shards (shard, epoch, last_seq) VALUES (%s, 0, 0)"
                     " ON CONFLICT (shard) DO NOTHING",

@@ -37,7 +37,7 @@ from .base import (
     StoredSnapshot,
     rows_of,
 )
-from .errors import JournalError, JournalLocked
+from .errors import JournalError, JournalLocked, JournalMissing
 
 __all__ = ["MAGIC", "SCHEMA_VERSION", "JournalStats", "Recovery", "SqliteJournal"]
 
@@ -102,8 +102,10 @@ class SqliteJournal(Journal):
         synchronous: Literal["FULL", "NORMAL", "EXTRA"] = "FULL",
         min_free_bytes: int = DEFAULT_MIN_FREE_BYTES,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
+        create: bool = True,
     ) -> None:
         super().__init__(snapshot_every=snapshot_every, commit_timeout=commit_timeout)
+        self.create = create  # False: a file that does not exist is JournalMissing
         if min_free_bytes < 0:
             raise ValueError(f"min_free_bytes must be 0 or more, got {min_free_bytes}")
         self.path = Path(path)
@@ -127,6 +129,12 @@ class SqliteJournal(Journal):
     # -- connecting -------------------------------------------------------------
 
     def _connect(self) -> bool:
+        if not self.create and not self.path.exists():
+            raise JournalMissing(
+                f"journal {self.path} does not exist; serve makes one only when asked "
+                "(--create-journal), so that a mistyped --journal never starts an empty "
+                "scheduler: check the path, or pass --create-journal once"
+            )
         self._check_room()
         self._take_lock()
         try:

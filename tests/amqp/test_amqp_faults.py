@@ -221,6 +221,7 @@ async def test_sigterm_during_load_answers_every_accepted_request(
         "32",
         "--journal",
         str(tmp_path / "journal.sqlite"),
+        "--create-journal",
         cwd=tmp_path,
         env=code_under_test_env(),
         stdout=asyncio.subprocess.DEVNULL,

@@ -308,6 +308,7 @@ async def test_a_serve_with_another_journal_on_the_queue_is_refused_at_start(
             queue,
             "--journal",
             str(tmp_path / "b.sqlite"),
+            "--create-journal",
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             env=code_under_test_env(),
