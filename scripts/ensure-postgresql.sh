@@ -2,8 +2,11 @@
 # Make sure PostgreSQL answers on 127.0.0.1:5432 (user postgres, trust auth) with a
 # database `test`, for the journal tests and benchmarks. A server that already
 # answers is used as it is. Otherwise Debian's postgresql is installed when absent
-# and its cluster started when stopped; connecting as postgres from 127.0.0.1 is
-# then made password-less (trust) and `test` is created when missing.
+# and its cluster started when stopped, and `test` is created when missing.
+# The machine's configuration is never changed: when postgres cannot connect from
+# 127.0.0.1 without a password, this says which pg_hba.conf line would allow it
+# and fails (the tests that fault a server use a private cluster of their own,
+# tests/servers.py, which needs none of this).
 set -euo pipefail
 
 PATH="$PATH:/usr/sbin:/sbin"
@@ -43,24 +46,25 @@ newest_version() { ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1; }
 
 installed() { command -v pg_ctlcluster >/dev/null 2>&1 && [ -n "$(newest_version)" ]; }
 
-ctl() { # ctl start|reload
+start_cluster() {
     local version
     version="$(newest_version)"
-    as_root pg_ctlcluster --skip-systemctl-redirect "$version" main "$1" ||
-        as_root service postgresql "$1"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start ||
+        as_root service postgresql start
 }
 
-# trust for postgres over TCP from localhost: put our lines first in pg_hba.conf
-# (the first matching line wins), then reload
+# the tests connect as postgres from 127.0.0.1 without a password; pg_hba.conf is
+# the machine's and stays as it is: say what would be needed, and fail
 ensure_trust() {
     trust_works && return 0
-    local hba
-    hba="/etc/postgresql/$(newest_version)/main/pg_hba.conf"
-    echo "making connections from localhost trusted in $hba"
-    as_root sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
-    ctl reload
-    for _ in $(seq 1 10); do trust_works && return 0; sleep 1; done
-    echo "cannot connect to PostgreSQL on $HOST:$PORT as postgres without a password" >&2
+    cat >&2 <<MESSAGE
+cannot connect to PostgreSQL on $HOST:$PORT as postgres without a password, and
+this script does not change the machine's configuration. Either add this line
+first in /etc/postgresql/$(newest_version)/main/pg_hba.conf and reload the server:
+    host test,postgres postgres 127.0.0.1/32 trust
+or point the tests at a database they can use:
+    export ACTORSCHED_TEST_PG_URL=postgresql://USER:PASSWORD@HOST:PORT/DATABASE
+MESSAGE
     return 1
 }
 
@@ -69,6 +73,11 @@ ensure_test_db() {
     echo "creating database $DB"
     psql_postgres -d postgres -qc "CREATE DATABASE $DB"
 }
+
+if [ -n "${ACTORSCHED_TEST_PG_URL:-}" ]; then
+    echo "ACTORSCHED_TEST_PG_URL is set: the tests use that database, not $HOST:$PORT"
+    exit 0
+fi
 
 if answers; then
     # running: use it as it is; only add the database when it is missing
@@ -92,7 +101,7 @@ fi
 
 if ! answers; then
     echo "starting PostgreSQL $(newest_version)/main"
-    ctl start
+    start_cluster
 fi
 if ! wait_answers; then
     echo "PostgreSQL did not answer on $HOST:$PORT" >&2

@@ -3,6 +3,11 @@
 Not a conftest: the HA test modules import :func:`ha_cluster` and wrap it in
 a fixture. Each cluster gets a queue and a shard of its own and deletes
 them afterwards.
+
+By default on the machine's broker and database (:data:`AMQP_URL`, :data:`PG_URL`).
+A test that faults a server itself (restarts the database, closes every broker
+connection) gives :func:`ha_cluster` the URLs of a private one (``tests/servers.py``)
+and faults that one: the machine's are never restarted nor cut.
 """
 
 from __future__ import annotations
@@ -10,21 +15,23 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
+import logging
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "amqp"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "journal"))
 
+import psycopg
 from amqp_support import AMQP_URL, delete_topology, host_report
-from journal_backends import PG_URL, pg_execute
+from journal_backends import PG_URL
+from servers import PrivatePostgres, PrivateRabbit
 
 from actorsched import HostReport, RequestSpec
 from actorsched.amqp import SchedulerClient
@@ -43,8 +50,22 @@ HOST_RAM = 8192
 CLAIM_RAM = 2048
 SLOTS = HOST_RAM // CLAIM_RAM  # RAM is what binds: 4 claims a host, 80 in all
 CLIENT_AMQP_URL = AMQP_URL  # the test's own client (for test modules: mypy exports it)
-# one heartbeat a second: the broker drops a frozen process after about 2 s
-SERVE_AMQP_URL = AMQP_URL.rstrip("/") + "/?heartbeat=1"
+
+
+def serve_url(amqp_url: str) -> str:
+    """``amqp_url`` with one heartbeat a second: the broker drops a frozen process after
+    about 2 s."""
+    return amqp_url.rstrip("/") + "/?heartbeat=1"
+
+
+SERVE_AMQP_URL = serve_url(AMQP_URL)
+
+
+def pg_execute(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """One statement on the database of ``url`` (autocommit); its rows, if any."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
 
 
 def spec(i: int) -> RequestSpec:
@@ -63,6 +84,8 @@ class Cluster:
     serves: list[ServeProcess]
     client: SchedulerClient
     journal: str = PG_URL  # the serves' --journal unless add() is told otherwise
+    amqp_url: str = AMQP_URL  # the broker of the serves and of the client
+    pg_url: str = PG_URL  # the database the shard is in (records_by_epoch, clean-up)
 
     def _shard_of(self, journal: str) -> str:
         # an SQLite file holds one shard: serve refuses any other name there
@@ -73,7 +96,7 @@ class Cluster:
     ) -> ServeProcess:
         journal = self.journal if journal is None else journal
         serve = await ServeProcess.start(
-            amqp_url=SERVE_AMQP_URL,
+            amqp_url=serve_url(self.amqp_url),
             queue=self.queue,
             journal=journal,
             shard=self._shard_of(journal),
@@ -108,6 +131,7 @@ class Cluster:
     def records_by_epoch(self) -> list[tuple[int, int, int]]:
         """(epoch, first seq, last seq) of the journal's records, by epoch."""
         rows = pg_execute(
+            self.pg_url,
             "SELECT epoch, min(seq), max(seq) FROM actorsched_records WHERE shard = %s"
             " GROUP BY epoch ORDER BY epoch",
             (self.shard,),
@@ -120,36 +144,54 @@ def new_names() -> tuple[str, str]:
     return f"actorsched.test.ha.{uuid.uuid4().hex[:10]}", f"test-ha-{uuid.uuid4().hex[:10]}"
 
 
-def pg_journal(shard: str) -> PostgresJournal:
-    return PostgresJournal(PG_URL, shard=shard)
+def pg_journal(shard: str, pg_url: str = PG_URL) -> PostgresJournal:
+    return PostgresJournal(pg_url, shard=shard)
 
 
-def shard_epoch(shard: str) -> int:
+def shard_epoch(shard: str, pg_url: str = PG_URL) -> int:
     """The shard's epoch as the database holds it now."""
-    [(epoch,)] = pg_execute("SELECT epoch FROM actorsched_shards WHERE shard = %s", (shard,))
+    [(epoch,)] = pg_execute(
+        pg_url, "SELECT epoch FROM actorsched_shards WHERE shard = %s", (shard,)
+    )
     return int(epoch)
 
 
-async def delete_queue_and_shard(queue: str, shard: str) -> None:
-    """What a test made on the broker and in the database."""
-    await delete_topology(AMQP_URL, queue)
+def delete_shard(shard: str, pg_url: str = PG_URL) -> None:
     for table in ("actorsched_records", "actorsched_snapshots", "actorsched_shards"):
-        pg_execute(f"DELETE FROM {table} WHERE shard = %s", (shard,))
+        pg_execute(pg_url, f"DELETE FROM {table} WHERE shard = %s", (shard,))
+
+
+async def delete_queue_and_shard(
+    queue: str, shard: str, *, amqp_url: str = AMQP_URL, pg_url: str = PG_URL
+) -> None:
+    """What a test made on the broker and in the database."""
+    await delete_topology(amqp_url, queue)
+    delete_shard(shard, pg_url)
 
 
 @asynccontextmanager
 async def ha_cluster(
-    names: Sequence[str] = ("a", "b"), *, journal: str = PG_URL
+    names: Sequence[str] = ("a", "b"),
+    *,
+    journal: str | None = None,
+    amqp_url: str = AMQP_URL,
+    pg_url: str = PG_URL,
 ) -> AsyncIterator[Cluster]:
-    """Serves ``names`` started in order (the first gets the queue), hosts reported."""
+    """Serves ``names`` started in order (the first gets the queue), hosts reported.
+
+    ``amqp_url`` is the broker of the serves (with a 1 s heartbeat) and of the client;
+    ``pg_url`` the database of the shard, the serves' ``--journal`` unless ``journal``
+    says otherwise (an SQLite file)."""
     queue = f"actorsched.test.ha.{uuid.uuid4().hex[:10]}"
     shard = f"test-ha-{uuid.uuid4().hex[:10]}"
     serves: list[ServeProcess] = []
     try:
         async with SchedulerClient(
-            AMQP_URL, queue=queue, timeout=10, reconnect_interval=0.2
+            amqp_url, queue=queue, timeout=10, reconnect_interval=0.2
         ) as client:
-            cluster = Cluster(queue, shard, serves, client, journal)
+            cluster = Cluster(
+                queue, shard, serves, client, journal or pg_url, amqp_url=amqp_url, pg_url=pg_url
+            )
             for name in names:
                 await cluster.add(name)
             for i in range(HOSTS):
@@ -157,9 +199,7 @@ async def ha_cluster(
             yield cluster
     finally:
         await asyncio.gather(*(s.stop() for s in serves), return_exceptions=True)
-        await delete_topology(AMQP_URL, queue)
-        for table in ("actorsched_records", "actorsched_snapshots", "actorsched_shards"):
-            pg_execute(f"DELETE FROM {table} WHERE shard = %s", (shard,))
+        await delete_queue_and_shard(queue, shard, amqp_url=amqp_url, pg_url=pg_url)
 
 
 # -- checks and faults shared by the fault modules -------------------------------------
@@ -181,37 +221,25 @@ def assert_epochs_in_order(cluster: Cluster) -> list[int]:
     return [e for e, _, _ in epochs]
 
 
-async def run_command(*argv: str, timeout: float = 60.0) -> tuple[int, str]:  # noqa: ASYNC109
-    """Run ``argv``; its exit status and its stdout and stderr together."""
-    process = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode is not None
-    return process.returncode, out.decode(errors="replace")
-
-
-def _terminate_backends(application_name: str) -> int:
+def _terminate_backends(application_name: str, pg_url: str) -> int:
+    # only our own connections (the journals' application_name): nobody else's
     rows = pg_execute(
+        pg_url,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
         (application_name,),
     )
     return sum(1 for (done,) in rows if done)
 
 
-async def terminate_journal_connections(shard: str) -> int:
+async def terminate_journal_connections(shard: str, pg_url: str = PG_URL) -> int:
     """Kill every database connection of the shard's journals (both serves); how many."""
-    return await asyncio.to_thread(_terminate_backends, f"actorsched {shard}")
+    return await asyncio.to_thread(_terminate_backends, f"actorsched {shard}", pg_url)
 
 
-def steal_epoch(shard: str) -> int:
+def steal_epoch(shard: str, pg_url: str = PG_URL) -> int:
     """Force a second owner by hand, as an operator would; the epoch it took."""
     [(epoch,)] = pg_execute(
+        pg_url,
         "UPDATE actorsched_shards SET epoch = epoch + 1, owner = 'operator' WHERE shard = %s"
         " RETURNING epoch",
         (shard,),
@@ -219,63 +247,54 @@ def steal_epoch(shard: str) -> int:
     return int(epoch)
 
 
-def pg_cluster() -> tuple[str, str]:
-    """(version, name) of the local PostgreSQL cluster (``ls /etc/postgresql``)."""
-    version = os.environ.get("ACTORSCHED_TEST_PG_VERSION") or max(
-        os.listdir("/etc/postgresql"), key=lambda v: [int(p) for p in v.split(".")]
-    )
-    return version, os.environ.get("ACTORSCHED_TEST_PG_CLUSTER", "main")
+# Faults of a whole server: only ever a private one (tests/servers.py), never the
+# machine's (tests/test_machine_services.py checks that nothing here does otherwise).
 
 
-async def restart_postgres() -> float:
-    """``pg_ctlcluster … restart`` (fast shutdown: every session is cut); seconds it took."""
-    version, name = pg_cluster()
-    started = time.monotonic()
-    code, out = await run_command(
-        "pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart"
-    )
-    assert code == 0, f"pg_ctlcluster restart exited {code}: {out}"
-    return time.monotonic() - started
+async def restart_postgres(server: PrivatePostgres) -> float:
+    """``pg_ctl restart -m fast`` of the private cluster (every session is cut); seconds."""
+    return await server.restart_async()
 
 
-async def postgres_is_ready() -> bool:
-    code, _ = await run_command("pg_isready", "-h", "127.0.0.1", "-p", "5432", timeout=10)
-    return code == 0
+async def ensure_postgres_up(server: PrivatePostgres) -> None:
+    """The private cluster is started again if a test left it down (later tests use it)."""
+    await asyncio.to_thread(server.ensure_up)
 
 
-async def ensure_postgres_up(timeout: float = 60.0) -> None:  # noqa: ASYNC109
-    """Until PostgreSQL answers; starts the cluster if it stays down (others need it)."""
-    deadline = time.monotonic() + timeout
-    started = False
-    while not await postgres_is_ready():
-        if time.monotonic() > deadline:
-            raise AssertionError("PostgreSQL is not back up")
-        if not started and time.monotonic() > deadline - timeout / 2:
-            version, name = pg_cluster()
-            await run_command("pg_ctlcluster", "--skip-systemctl-redirect", version, name, "start")
-            started = True
-        await asyncio.sleep(0.2)
-
-
-async def close_all_broker_connections() -> str:
-    """``rabbitmqctl close_all_connections`` on the default vhost (the test client's too)."""
-    code, out = await run_command("rabbitmqctl", "close_all_connections", "test")
-    assert code == 0, f"rabbitmqctl close_all_connections exited {code}: {out}"
-    return out
-
-
-# the serve's own reconnect_interval: a lost connection is retried after 1 s
-async def broker_connections(connection_name: str) -> list[str]:
-    """The broker's pids of the connections named ``connection_name`` (client property)."""
-    code, out = await run_command(
-        "rabbitmqctl", "-q", "list_connections", "pid", "client_properties", "--no-table-headers"
-    )
-    assert code == 0, f"rabbitmqctl list_connections exited {code}: {out}"
+async def broker_connections(node: PrivateRabbit, connection_name: str) -> list[str]:
+    """The private node's pids of the connections named ``connection_name`` (client
+    property)."""
+    out = await node.actl("list_connections", "pid", "client_properties", "--no-table-headers")
     named = '{"connection_name",' + json.dumps(connection_name) + "}"
     return [line.split("\t", 1)[0] for line in out.splitlines() if named in line]
 
 
-async def close_broker_connection(pid: str) -> None:
-    """``rabbitmqctl close_connection``: the broker drops that one connection."""
-    code, out = await run_command("rabbitmqctl", "close_connection", pid, "test")
-    assert code == 0, f"rabbitmqctl close_connection exited {code}: {out}"
+async def close_broker_connection(node: PrivateRabbit, pid: str) -> None:
+    """``rabbitmqctl -n <private node> close_connection``: it drops that one connection."""
+    await node.actl("close_connection", pid, "test")
+
+
+class _ForcedClose(logging.Handler):
+    def __init__(self, tally: Tally) -> None:
+        super().__init__()
+        self.tally = tally
+        self.answered: list[int] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.answered and "CONNECTION_FORCED" in record.getMessage():
+            self.answered.append(self.tally.answered)
+
+
+@contextmanager
+def answered_at_forced_close(tally: Tally) -> Iterator[list[int]]:
+    """``[tally.answered]`` as it was when the broker closed this process's connection
+    (aiormq logs the broker's CONNECTION_FORCED); empty if it never did. rabbitmqctl
+    takes seconds to start and to return, so what was answered when it returns is not
+    what was answered when it acted."""
+    handler = _ForcedClose(tally)
+    logger = logging.getLogger("aiormq.connection")
+    logger.addHandler(handler)
+    try:
+        yield handler.answered
+    finally:
+        logger.removeHandler(handler)

@@ -1,4 +1,8 @@
-"""The broker drops every connection in the middle of a fail-over."""
+"""The broker drops every connection in the middle of a fail-over.
+
+The broker is a private node of the test run's own (tests/servers.py): closing
+"all" connections, or one by its pid, is never done to the machine's broker.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +14,23 @@ import psycopg
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from ha_support import (
-    CLIENT_AMQP_URL,
     HOSTS,
-    SERVE_AMQP_URL,
+    answered_at_forced_close,
     assert_clean,
     assert_epochs_in_order,
     broker_connections,
-    close_all_broker_connections,
     close_broker_connection,
     delete_queue_and_shard,
     ha_cluster,
     host,
     new_names,
     pg_journal,
+    serve_url,
     shard_epoch,
     spec,
 )
 from journal_backends import PG_URL
+from servers import PrivateRabbit, private_rabbitmq_fixture  # noqa: F401 (a fixture)
 
 from actorsched import Scheduler
 from actorsched.amqp import SchedulerClient, SchedulerService
@@ -37,23 +41,34 @@ pytestmark = [pytest.mark.amqp, pytest.mark.timeout(240)]
 REQUESTS = 120  # 80 fit, 40 get NoValidHost
 
 
-async def test_all_broker_connections_closed_during_a_fail_over_leave_one_active() -> None:
-    async with ha_cluster(("a", "b", "c")) as cluster:
+@pytest.fixture
+def rabbit(private_rabbitmq: PrivateRabbit) -> PrivateRabbit:
+    """The private node every test here faults (the session's one)."""
+    return private_rabbitmq
+
+
+async def test_all_broker_connections_closed_during_a_fail_over_leave_one_active(
+    rabbit: PrivateRabbit,
+) -> None:
+    async with ha_cluster(("a", "b", "c"), amqp_url=rabbit.url) as cluster:
         first = await cluster.wait_active()
         assert first.name == "a"
         survivors = cluster.serves[1:]
         tally = Tally()
-        load = asyncio.ensure_future(
-            # about 4 s of load: it goes on through the close and the reconnects (1 s)
-            place_all(cluster.client, [spec(i) for i in range(REQUESTS)], tally, pause=0.3)
-        )
-        await tally.wait_answered(30)
-        await first.kill()
-        # every connection goes: both survivors' and the test client's (all reconnect)
-        await close_all_broker_connections()
-        answered_at_close = tally.answered
+        # armed before the load (its rabbitmqctl takes seconds to start), cued within it
+        async with rabbit.close_all_on_cue() as close_all:
+            load = asyncio.ensure_future(
+                # about 4 s of load: it goes on through the close and the reconnects (1 s)
+                place_all(cluster.client, [spec(i) for i in range(REQUESTS)], tally, pause=0.3)
+            )
+            await tally.wait_answered(30)
+            await first.kill()
+            # every connection goes: both survivors' and the test client's (all reconnect)
+            with answered_at_forced_close(tally) as at_close:
+                assert await close_all() >= 3
+        answered_at_close = at_close[0] if at_close else tally.answered
         await load
-        assert answered_at_close < REQUESTS, "the load ended before the connections closed"
+        assert answered_at_close < REQUESTS, f"the load ended before the close {at_close}"
         owner = await cluster.wait_active()
         await asyncio.sleep(1.5)  # past a reconnect of each survivor: still only one
         await asyncio.wait_for(cluster.client.host_states(), 10)  # a delivery: it answers
@@ -74,26 +89,28 @@ async def test_all_broker_connections_closed_during_a_fail_over_leave_one_active
 FLOOD = 600  # 80 fit, 520 refused: every one a delivery, so some are in flight at the close
 
 
-async def test_all_broker_connections_closed_under_a_flood_the_owner_waits_for_its_channel() -> (
-    None
-):
-    async with ha_cluster(("a", "b")) as cluster:
+async def test_all_broker_connections_closed_under_a_flood_the_owner_waits_for_its_channel(
+    rabbit: PrivateRabbit,
+) -> None:
+    async with ha_cluster(("a", "b"), amqp_url=rabbit.url) as cluster:
         first = await cluster.wait_active()
         tally = Tally()
-        load = asyncio.ensure_future(
-            place_all(
-                cluster.client,
-                [spec(i) for i in range(FLOOD)],
-                tally,
-                concurrency=32,
-                pause=0.15,
+        async with rabbit.close_all_on_cue() as close_all:
+            load = asyncio.ensure_future(
+                place_all(
+                    cluster.client,
+                    [spec(i) for i in range(FLOOD)],
+                    tally,
+                    concurrency=32,
+                    pause=0.15,
+                )
             )
-        )
-        await tally.wait_answered(100)
-        await close_all_broker_connections()
-        answered_at_close = tally.answered
+            await tally.wait_answered(100)
+            with answered_at_forced_close(tally) as at_close:
+                assert await close_all() >= 3  # both serves' and the test client's
+        answered_at_close = at_close[0] if at_close else tally.answered
         await load
-        assert answered_at_close < FLOOD, "the load ended before the connections closed"
+        assert answered_at_close < FLOOD, f"the load ended before the close {at_close}"
         await asyncio.sleep(1.5)
         await asyncio.wait_for(cluster.client.host_states(), 10)  # a delivery: it answers
         logs = cluster.logs()
@@ -143,25 +160,25 @@ async def _until(predicate: Callable[[], bool], what: str, timeout: float = 10.0
         await asyncio.sleep(0.01)
 
 
-async def test_a_delivery_read_before_the_connection_was_lost_does_not_take_the_journal_over() -> (
-    None
-):
+async def test_a_delivery_read_before_the_connection_was_lost_does_not_take_the_journal_over(
+    rabbit: PrivateRabbit,
+) -> None:
     queue, shard = new_names()
     schedulers = [Scheduler(journal=pg_journal(shard), follow_interval=0.02) for _ in "ab"]
     services: list[SchedulerService] = []
-    a = SchedulerService(schedulers[0], SERVE_AMQP_URL, queue=queue)
+    a = SchedulerService(schedulers[0], serve_url(rabbit.url), queue=queue)
     hold = HeldDelivery(a)
     try:
         for scheduler in schedulers:
             await scheduler.follow()
         await a.start()
         services.append(a)
-        [a_connection] = await broker_connections(f"actorsched serve {queue}")  # a's alone
-        b = SchedulerService(schedulers[1], SERVE_AMQP_URL, queue=queue)
+        [a_connection] = await broker_connections(rabbit, f"actorsched serve {queue}")  # a's
+        b = SchedulerService(schedulers[1], serve_url(rabbit.url), queue=queue)
         await b.start()
         services.append(b)
         async with SchedulerClient(
-            CLIENT_AMQP_URL, queue=queue, timeout=10, reconnect_interval=0.2
+            rabbit.url, queue=queue, timeout=10, reconnect_interval=0.2
         ) as client:
             for i in range(HOSTS):
                 assert await client.update_host(host(i))
@@ -171,7 +188,7 @@ async def test_a_delivery_read_before_the_connection_was_lost_does_not_take_the_
             placing = asyncio.ensure_future(client.select_destinations(spec(0)))
             await asyncio.wait_for(hold.held.wait(), 10)
             # a's connection alone goes: the broker gives the queue, and the request, to b
-            await close_broker_connection(a_connection)
+            await close_broker_connection(rabbit, a_connection)
             await _until(lambda: not a.active, "a stepped down")
             [placed] = await asyncio.wait_for(placing, 10)
             assert b.active
@@ -196,33 +213,34 @@ async def test_a_delivery_read_before_the_connection_was_lost_does_not_take_the_
             await service.stop()
         for scheduler in schedulers:
             await scheduler.stop()
-        await delete_queue_and_shard(queue, shard)
+        await delete_queue_and_shard(queue, shard, amqp_url=rabbit.url)
 
 
-async def test_a_connection_lost_while_taking_over_ends_that_term() -> None:
+async def test_a_connection_lost_while_taking_over_ends_that_term(rabbit: PrivateRabbit) -> None:
     # a's takeover waits on the shard's row lock; its connection goes meanwhile. The
     # takeover must not leave a "active" for a term that is over (it would answer from
     # the state of its catch-up once the queue comes back to it).
     queue, shard = new_names()
     schedulers = [Scheduler(journal=pg_journal(shard), follow_interval=0.02) for _ in "ab"]
-    a = SchedulerService(schedulers[0], SERVE_AMQP_URL, queue=queue, reconnect_interval=0.2)
-    b = SchedulerService(schedulers[1], SERVE_AMQP_URL, queue=queue, reconnect_interval=0.2)
+    url = serve_url(rabbit.url)
+    a = SchedulerService(schedulers[0], url, queue=queue, reconnect_interval=0.2)
+    b = SchedulerService(schedulers[1], url, queue=queue, reconnect_interval=0.2)
     services = [a, b]
     lock = psycopg.connect(PG_URL)
     try:
         for scheduler in schedulers:
             await scheduler.follow()
         await a.start()
-        [a_connection] = await broker_connections(f"actorsched serve {queue}")
+        [a_connection] = await broker_connections(rabbit, f"actorsched serve {queue}")
         await b.start()
         async with SchedulerClient(
-            CLIENT_AMQP_URL, queue=queue, timeout=30, reconnect_interval=0.2, batch=False
+            rabbit.url, queue=queue, timeout=30, reconnect_interval=0.2, batch=False
         ) as client:
             lock.execute("SELECT 1 FROM actorsched_shards WHERE shard = %s FOR UPDATE", (shard,))
             first = asyncio.ensure_future(client.host_states())
             await _until(lambda: schedulers[0].journal is not None, "a journal")
             await asyncio.sleep(0.5)  # a holds the delivery, waiting in acquire
-            await close_broker_connection(a_connection)
+            await close_broker_connection(rabbit, a_connection)
             await asyncio.sleep(0.5)
             lock.commit()  # a's takeover goes through now, for a term already over
             await asyncio.wait_for(first, 20)
@@ -245,4 +263,4 @@ async def test_a_connection_lost_while_taking_over_ends_that_term() -> None:
             await service.stop()
         for scheduler in schedulers:
             await scheduler.stop()
-        await delete_queue_and_shard(queue, shard)
+        await delete_queue_and_shard(queue, shard, amqp_url=rabbit.url)

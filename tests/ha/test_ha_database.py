@@ -1,9 +1,13 @@
-"""The journal's database misbehaves under load: connections killed, the server restarted."""
+"""The journal's database misbehaves under load: connections killed, the server restarted.
+
+The connections killed are the serves' own, on the machine's database. The server
+restarted is a private cluster of the test run's own (tests/servers.py), never the
+machine's.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from ha_support import (
@@ -15,6 +19,7 @@ from ha_support import (
     spec,
     terminate_journal_connections,
 )
+from servers import PrivatePostgres, private_postgres_fixture  # noqa: F401 (a fixture)
 
 from benchmarks.cluster import ACTIVE_LINE, Tally, place_all
 
@@ -22,13 +27,6 @@ pytestmark = [pytest.mark.amqp, pytest.mark.timeout(240)]
 
 REQUESTS = 120  # 80 fit, 40 get NoValidHost
 LOST_COMMIT = "connection lost during a commit"
-
-
-@pytest.fixture(autouse=True)
-async def postgres_back_up() -> AsyncIterator[None]:
-    """Whatever a test did to PostgreSQL, it is up again afterwards (others need it)."""
-    yield
-    await ensure_postgres_up()
 
 
 async def test_killed_database_connections_under_load_lose_nothing_and_the_active_stays() -> None:
@@ -58,8 +56,11 @@ async def test_killed_database_connections_under_load_lose_nothing_and_the_activ
         assert assert_epochs_in_order(cluster) == [1], "nobody took over"
 
 
-async def test_database_restart_under_load_loses_nothing() -> None:
-    async with ha_cluster(("a", "b")) as cluster:
+async def test_database_restart_under_load_loses_nothing(
+    private_postgres: PrivatePostgres,
+) -> None:
+    pg = private_postgres
+    async with ha_cluster(("a", "b"), pg_url=pg.url) as cluster:
         first = await cluster.wait_active()
         standby = cluster.serves[1]
         tally = Tally()
@@ -69,9 +70,9 @@ async def test_database_restart_under_load_loses_nothing() -> None:
         )
         await tally.wait_answered(30)
         try:
-            took = await restart_postgres()
+            took = await restart_postgres(pg)
         finally:
-            await ensure_postgres_up()
+            await ensure_postgres_up(pg)
         await load
         logs = cluster.logs()
         assert took < 10, f"the restart took {took:.1f}s, past the writer's 10 s of retries"

@@ -46,8 +46,8 @@ def shard() -> Iterator[str]:
         pg_execute(f"DELETE FROM {table} WHERE shard = %s", (name,))
 
 
-def _pg(shard: str, **kw: int) -> PostgresJournal:
-    return PostgresJournal(PG_URL, shard=shard, **kw)
+def _pg(shard: str, snapshot_every: int = 20_000) -> PostgresJournal:
+    return PostgresJournal(PG_URL, shard=shard, snapshot_every=snapshot_every)
 
 
 # -- SQLite: one process per file ------------------------------------------------
