@@ -18,6 +18,7 @@ __all__ = [
     "BUILTIN_FILTERS",
     "HOST_FACTS_FILTERS",
     "IMAGE_PROPERTIES",
+    "OPTIONAL_FILTERS",
     "Aggregate",
     "AggregateHostRequest",
     "AggregateNameRequest",
@@ -30,6 +31,7 @@ __all__ = [
     "SchedulerConfig",
     "Selection",
     "ServerGroup",
+    "Units",
     "UpdateAggregateRequest",
 ]
 
@@ -154,7 +156,8 @@ def version_predicate(text: str) -> VersionPredicate:
 
 
 # The image properties ImagePropertiesFilter reads (Nova 34, image_props_filter.py),
-# the only keys RequestSpec.image_properties takes
+# made canonical and checked in RequestSpec.image_properties (which takes any other
+# property too, as text: AggregateImagePropertiesIsolation compares any of them)
 IMAGE_PROPERTIES = (
     "hw_architecture",
     "img_hv_type",
@@ -171,12 +174,6 @@ _IMAGE_VOCABULARY = {
 
 def _image_properties(props: dict[str, str]) -> dict[str, str]:
     # canonical names, as Nova's ImageMetaProps coerces them; the rest checked
-    unknown = sorted(set(props) - set(IMAGE_PROPERTIES))
-    if unknown:
-        raise ValueError(
-            f"image properties {unknown} are not read by actorsched; it reads "
-            f"{list(IMAGE_PROPERTIES)} (ImagePropertiesFilter)"
-        )
     out = dict(props)
     for key, kind in _IMAGE_VOCABULARY.items():
         if key in out:
@@ -233,10 +230,51 @@ HVSpec = Annotated[list[Name], Field(min_length=3, max_length=3), AfterValidator
 _MAX_HV_SPECS = 64
 _MAX_CPU_INFO = 16_384  # characters of cpu_info's JSON text
 _MAX_STATS = 256
+_MAX_IMAGE_PROPERTIES = 256  # Nova's ImageMetaProps has fewer fields
+_MAX_QUERY = 16_384  # characters of a JsonFilter query's JSON text
 
 
 class _Message(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+# a unit of an allocation: at least 1 (Placement's min_unit, max_unit, step_size)
+Unit = Annotated[int, Field(ge=1, le=_MAX_SIZE)]
+
+
+def _zero(value: int) -> bool:
+    return value == 0
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
+class Units(_Message):
+    """What one allocation of a resource class may ask of a host, as Placement's
+    inventory of that class says (``min_unit``, ``max_unit``, ``step_size``).
+
+    An allocation of ``amount`` (more than 0) is allowed when ``min_unit <= amount
+    <= max_unit`` and ``amount`` is a multiple of ``step_size``; ``max_unit``
+    None is the class's total (Nova's default). A request asking 0 of a class
+    asks nothing of it, so these rules do not apply to it.
+
+    >>> Units(min_unit=2, step_size=2).max_unit is None
+    True
+    """
+
+    min_unit: Unit = 1
+    max_unit: Unit | None = None  # None: the total of the class
+    step_size: Unit = 1
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Units:
+        if self.max_unit is not None and self.min_unit > self.max_unit:
+            raise ValueError(
+                f"min_unit {self.min_unit} is above max_unit {self.max_unit}: no "
+                "allocation could be made; Placement refuses such an inventory"
+            )
+        return self
 
 
 class HostReport(_Message):
@@ -264,6 +302,16 @@ class HostReport(_Message):
     vcpus_used: Count
     local_gb: Size
     local_gb_used: Size
+    # what each class keeps back for the host itself, as Placement's inventory
+    # ``reserved`` (capacity is (total - reserved) x ratio); left out of the JSON
+    # when 0, so a report without them is written as before
+    vcpus_reserved: Count = Field(0, exclude_if=_zero)
+    local_gb_reserved: Size = Field(0, exclude_if=_zero)
+    # each class's allocation rules (Placement's min_unit, max_unit, step_size);
+    # None: Placement's defaults (1, the total, 1), left out of the JSON
+    memory_mb_units: Units | None = Field(None, exclude_if=_none)
+    vcpus_units: Units | None = Field(None, exclude_if=_none)
+    local_gb_units: Units | None = Field(None, exclude_if=_none)
     availability_zone: Name | None = None
     enabled: bool = True
     traits: Annotated[list[Name], Field(max_length=1_000)] = _empty_list()
@@ -291,6 +339,21 @@ class HostReport(_Message):
     stats: Annotated[dict[Name, MetaValue], Field(max_length=_MAX_STATS)] = Field(
         default_factory=dict, json_schema_extra={"default": {}}
     )
+
+    @model_validator(mode="after")
+    def _reserved_within_total(self) -> HostReport:
+        # memory_mb_reserved is not checked: reports have carried any value of it
+        if self.vcpus_reserved > self.vcpus or self.local_gb_reserved > self.local_gb:
+            field, reserved, total, name = (
+                ("vcpus_reserved", self.vcpus_reserved, self.vcpus, "vcpus")
+                if self.vcpus_reserved > self.vcpus
+                else ("local_gb_reserved", self.local_gb_reserved, self.local_gb, "local_gb")
+            )
+            raise ValueError(
+                f"{field} {reserved} is above {name} {total}: a host cannot keep back "
+                f"more than it has (Placement refuses reserved > total)"
+            )
+        return self
 
 
 class ServerGroup(_Message):
@@ -379,13 +442,20 @@ class RequestSpec(_Message):
         default_factory=dict, json_schema_extra={"default": {}}
     )
     project_id: Name | None = None
-    # the image's properties ImagePropertiesFilter reads (Nova's ImageMetaProps;
-    # IMAGE_PROPERTIES), names made canonical as Nova's ("pv" is "xen")
+    # the image's properties (Nova's ImageMetaProps), each as its text (Nova's
+    # ``str(prop)``): ImagePropertiesFilter reads IMAGE_PROPERTIES, their names made
+    # canonical as Nova's ("pv" is "xen"); AggregateImagePropertiesIsolation any key
+    # an aggregate has. A property Nova holds as false (0, "", False) is left out.
     image_properties: Annotated[
         dict[Name, MetaValue],
-        Field(max_length=len(IMAGE_PROPERTIES)),
+        Field(max_length=_MAX_IMAGE_PROPERTIES),
         AfterValidator(_image_properties),
     ] = Field(default_factory=dict, json_schema_extra={"default": {}})
+    # the image's id (Nova's spec_obj.image.id; None: a boot from volume without
+    # one), read by IsolatedHostsFilter
+    image_id: Name | None = None
+    # the ``query`` scheduler hint: JsonFilter's query, as JSON text
+    query: Annotated[str, Field(max_length=_MAX_QUERY)] | None = None
     force_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     force_nodes: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     requested_destination: Destination | None = None
@@ -417,7 +487,10 @@ class HostState(_Message):
 
     ``free_ram_mb`` is memory_mb - memory_mb_reserved - memory_mb_used -
     claimed-not-yet-reported + released-still-reported, with no allocation
-    ratio applied (as Nova's ``free_ram_mb``); disk and vCPUs likewise.
+    ratio applied (as Nova's ``free_ram_mb``); ``free_disk_gb`` likewise with
+    local_gb_reserved, and ``vcpus_used`` is the reported, claimed and
+    released vCPUs alone (the reserved ones are not used: Nova's
+    ``vcpus_used``, which its CPUWeigher reads).
     """
 
     host: Name
@@ -428,6 +501,8 @@ class HostState(_Message):
     traits: list[str]
     memory_mb: int
     memory_mb_reserved: int
+    vcpus_reserved: int = 0
+    local_gb_reserved: int = 0
     free_ram_mb: int
     local_gb: int
     free_disk_gb: int
@@ -535,10 +610,20 @@ AGGREGATE_FILTERS: tuple[str, ...] = (
 # free_ram_mb ...), so a request that sends one for the aggregates would be
 # filtered by it where it was not.
 HOST_FACTS_FILTERS: tuple[str, ...] = ("ComputeCapabilitiesFilter", "ImagePropertiesFilter")
+# Built-in, not enabled by default (nor by Nova's defaults: a nova.conf's
+# enabled_filters names them): the per-aggregate instance and I/O limits, the
+# isolation of images to hosts and to aggregates, and the query scheduler hint.
+OPTIONAL_FILTERS: tuple[str, ...] = (
+    "AggregateNumInstancesFilter",
+    "AggregateIoOpsFilter",
+    "IsolatedHostsFilter",
+    "AggregateImagePropertiesIsolation",
+    "JsonFilter",
+)
 
 
 def _known_filters(names: list[str]) -> list[str]:
-    known = (*BUILTIN_FILTERS, *AGGREGATE_FILTERS, *HOST_FACTS_FILTERS)
+    known = (*BUILTIN_FILTERS, *AGGREGATE_FILTERS, *HOST_FACTS_FILTERS, *OPTIONAL_FILTERS)
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(
@@ -572,6 +657,9 @@ class SchedulerConfig(BaseModel):
     # shuffle the hosts of equal best weight before the subset choice (Nova Rocky)
     shuffle_best_same_weighed_hosts: bool = False
     max_attempts: int = Field(3, ge=1)
+    # NumInstancesFilter's and IoOpsFilter's limits, and AggregateNumInstancesFilter's
+    # and AggregateIoOpsFilter's where a host's aggregates set none (as a metadata key
+    # of the same name)
     max_io_ops_per_host: int = Field(8, ge=0)
     max_instances_per_host: int = Field(50, ge=0)
     service_down_time: float = Field(60.0, gt=0)
@@ -582,6 +670,19 @@ class SchedulerConfig(BaseModel):
     image_properties_default_architecture: Annotated[Name | None, AfterValidator(_architecture)] = (
         None
     )
+    # IsolatedHostsFilter (Nova's [filter_scheduler] options of these names): the
+    # images that may go to the isolated hosts only, those hosts, and whether they
+    # take those images only
+    isolated_images: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+    isolated_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+    restrict_isolated_hosts_to_isolated_images: bool = True
+    # AggregateImagePropertiesIsolation: only the aggregate metadata keys that start
+    # with the namespace and the separator are compared (no namespace: every key)
+    aggregate_image_properties_isolation_namespace: Name | None = None
+    aggregate_image_properties_isolation_separator: Annotated[str, Field(max_length=255)] = "."
+    # HypervisorVersionWeigher's multiplier (newer hypervisors first): 0, off, by
+    # default, as Nova 18 had no such weigher; a nova.conf sets Nova 34's (1.0)
+    hypervisor_version_weight_multiplier: float = 0.0
     claim_timeout: float = Field(600.0, gt=0)
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)
@@ -619,5 +720,7 @@ class SchedulerConfig(BaseModel):
     # keys (18: filter_tenant_id; 34: every filter_tenant_id* key), a class asked 0 of
     # (34: asks nothing of it), a host reporting 0 vCPUs (18: CoreFilter passes it; 34:
     # no inventory, takes no vCPU), a numeric extra spec against a value that is not a
-    # number (18: no match; 34: InvalidRequest). A nova.conf read sets 34.
+    # number (18: no match; 34: InvalidRequest), a later instance of a multi-create (34:
+    # weighed beside the hosts the earlier ones filled, as Nova 34's _schedule weighs
+    # Placement's candidates for one instance). A nova.conf read sets 34.
     nova_release: Literal[18, 34] = 18

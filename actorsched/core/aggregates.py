@@ -22,7 +22,9 @@ and ``extra_specs_ops.py``; no code of theirs):
   ``aggregate_values_from_key`` is the set of whole values.
 * A numeric value a host sees (an allocation ratio, a weigher multiplier)
   is Nova's ``validate_num_values`` over ``aggregate_values_from_key``, the
-  smallest, written once in :func:`_smallest_number`.
+  smallest, written once in :func:`_smallest_number`; a whole number (the
+  ``max_instances_per_host`` and ``max_io_ops_per_host`` limits) the same
+  with ``cast_to=int``, in :func:`_smallest_int`.
 * A host's availability zone comes from at most one zone: as Nova's
   aggregate API, an aggregate's ``availability_zone`` may not conflict with
   another zone one of its hosts is in. Which zones some aggregate names,
@@ -68,6 +70,8 @@ RATIO_KEYS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_r
 # at most this many answer arrays, and this many answers in all (16 MB)
 _MAX_ANSWERS = 4_096
 _MAX_ANSWER_CELLS = 1 << 24
+# a limit beyond any count (an aggregate may say "1" followed by 400 zeros)
+_FAR_LIMIT = 2**62
 
 
 def _as_float(value: str) -> float:
@@ -202,6 +206,25 @@ def _smallest_number(values: set[str]) -> float | None:
     return min(numbers) if all(map(math.isfinite, numbers)) else None
 
 
+def _smallest_int(values: set[str]) -> int | None:
+    """A host's aggregate value of a whole-number key, as Nova's
+    AggregateNumInstancesFilter and AggregateIoOpsFilter read it: the smallest
+    of ``values`` as an ``int``, or None for the configured default when there
+    is none or one is not an integer (``validate_num_values(values, default,
+    cast_to=int)`` and their ``except ValueError``). ``int()`` as Nova's: ``" 8 "``
+    is 8, ``"1.5"`` and ``"1e3"`` are not integers, a negative value is itself.
+
+    >>> _smallest_int({"8", "6"}), _smallest_int({"0"}), _smallest_int({"2", "x"})
+    (6, 0, None)
+    """
+    if not values:
+        return None
+    try:
+        return min(int(v) for v in values)
+    except ValueError:
+        return None
+
+
 @dataclass(slots=True)
 class _Entry:
     hosts: dict[str, None]  # in the order added
@@ -238,8 +261,10 @@ class AggregateBook:
     # how many aggregates name each availability zone (only zones some aggregate names)
     _zones: dict[str, int] = field(default_factory=dict)
     _answers: dict[object, NDArray[np.bool_]] = field(default_factory=dict)
-    # per-membership weigher multipliers, by (metadata key, configured multiplier)
+    # per-membership weigher multipliers, by (metadata key, configured multiplier), and
+    # per-membership limits, by (metadata key, configured limit)
     _multipliers: dict[tuple[str, float], NDArray[np.float64]] = field(default_factory=dict)
+    _limits: dict[tuple[str, int], NDArray[np.float64]] = field(default_factory=dict)
     members: int = 0  # host memberships of every aggregate together
     # the keys AggregateMultiTenancyIsolation reads: every filter_tenant_id* key
     # (Nova 34), or filter_tenant_id only (Nova 18); config is fixed, so decided once
@@ -349,6 +374,29 @@ class AggregateBook:
                 count=len(self.memberships),
             )
             self._multipliers[(key, configured)] = found
+        return found
+
+    def limits(self, key: str, configured: int) -> NDArray[np.float64]:
+        """The limit of ``key`` (``max_instances_per_host``, ``max_io_ops_per_host``)
+        for a host of every membership id: the smallest whole ``key`` value of its
+        aggregates (:func:`_smallest_int`), else ``configured``; kept, as
+        :meth:`answers` are, until an aggregate changes. Floats, so a limit past
+        int64 still compares (a count is far below 2**53)."""
+        found = self._limits.get((key, configured))
+        if found is None or len(found) < len(self.memberships):
+            values = (
+                _smallest_int(self.values_from_key(membership, key))
+                for membership in range(len(self.memberships))
+            )
+            found = np.fromiter(
+                (
+                    configured if value is None else min(max(value, -_FAR_LIMIT), _FAR_LIMIT)
+                    for value in values
+                ),
+                dtype=np.float64,
+                count=len(self.memberships),
+            )
+            self._limits[(key, configured)] = found
         return found
 
     def answers(self, key: object, decide: Callable[[int], bool]) -> NDArray[np.bool_]:
@@ -519,6 +567,7 @@ class AggregateBook:
             self.of_host[host] = self.of_host.get(host, frozenset()) | {name}
         self._answers.clear()
         self._multipliers.clear()
+        self._limits.clear()
         self._with_prefix.clear()
         return before | after
 
@@ -546,3 +595,4 @@ class AggregateBook:
         self.membership_ids = {(): 0}
         self._answers.clear()
         self._multipliers.clear()
+        self._limits.clear()

@@ -27,6 +27,13 @@ Rules this module keeps (everything that changes host state lives here):
   own: the report's, else the configured one). Both are rewritten for
   exactly the hosts an aggregate change concerns, and for a host when it
   reports.
+* What a report says of Placement's inventories beyond its figures (reserved
+  vCPUs and disk, each class's ``Units``) is written with them, on either
+  path (:meth:`SchedulerCore._set_inventory`): a ``max_unit`` bounds its
+  class's headroom, a ``min_unit`` or ``step_size`` above 1 is
+  :class:`~.inventory.PlacementUnits`' to apply. That filter is in the chain
+  while some host has such units, and only then (a chain of built-in filters
+  alone lets the ranking skip every filter for a request of resources only).
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ from .commands import (
 )
 from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
 from .host_facts import facts_key
+from .inventory import UNIT_FIELDS, PlacementUnits
 from .ledger import (
     Claim,
     ClaimLedger,
@@ -122,9 +130,16 @@ _REPORTED_RATIOS = operator.attrgetter(
     "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
 )
 _NO_RATIOS = (None, None, None)
-# A report names a ratio only if one of these was given (pydantic's set of the
-# fields a message was built with: a cheaper test than reading the three)
+# A report names a ratio, reserved vCPUs or disk, or units only if one of these
+# was given (pydantic's set of the fields a message was built with: a cheaper
+# test than reading them)
 _RAM, _CPU, _DISK = "ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio"
+_RATIOS = frozenset((_RAM, _CPU, _DISK))
+_INVENTORY = frozenset(("vcpus_reserved", "local_gb_reserved", *UNIT_FIELDS))
+_SPECIAL = _RATIOS | _INVENTORY
+# what a digest leaves out of each HostState's JSON (the reserved figures it adds
+# apart, when some host has them, so a state without them digests as before)
+_DIGEST_EXCLUDE = {"reported_at", "vcpus_reserved", "local_gb_reserved"}
 # the filter whose aggregate ratio a row takes, per resource (ram, cpu, disk)
 _AGGREGATE_RATIO_FILTERS = ("AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter")
 
@@ -178,10 +193,15 @@ class SchedulerCore:
             nova_release=config.nova_release,
         )
         self.ledger = ClaimLedger()
-        self.filters: list[HostFilter] = [
+        builtin: list[HostFilter] = [
             BUILTIN_FILTER_CLASSES[name]() for name in config.enabled_filters
         ]
-        self.filters.extend(filters)
+        # the chain without and with Placement's units (_chain_units picks one)
+        self._units_filter = PlacementUnits()
+        self._plain_chain: list[HostFilter] = [*builtin, *filters]
+        self._units_chain: list[HostFilter] = [*builtin, self._units_filter, *filters]
+        self._layout = layout
+        self.filters = self._plain_chain
         self.ranker = Ranker(
             self.table, self.filters, layout, compress_below=compress_below, shortcut=shortcut
         )
@@ -226,11 +246,37 @@ class SchedulerCore:
         self._zone_pins: dict[str, int] = {}
         # what a placement's filters see of the aggregates: None while there are none
         self._placing_aggregates: AggregateBook | None = None
+        self._top: Callable[[PlacementContext, int, bool], list[int]] = self.ranker.top
+        self._use_ranker(self.ranker)
+
+    def _use_ranker(self, ranker: Ranker) -> None:
         # the ranking every placement asks: with shuffle_best_same_weighed_hosts
         # the hosts of equal best weight come in random order (the seeded RNG)
-        self._top: Callable[[PlacementContext, int, bool], list[int]] = self.ranker.top
-        if config.shuffle_best_same_weighed_hosts:
-            self._top = functools.partial(self.ranker.top_shuffled, rng=self._rng)
+        self.ranker = ranker
+        self._top = ranker.top
+        if self.config.shuffle_best_same_weighed_hosts:
+            self._top = functools.partial(ranker.top_shuffled, rng=self._rng)
+
+    def _chain_units(self) -> None:
+        """Put :class:`PlacementUnits` in the filter chain while some row has a
+        min_unit or step_size above 1, and take it out when none has (a new
+        Ranker over the same table, with the same knobs)."""
+        chain = self._units_chain if self.table.unit_steps else self._plain_chain
+        if chain is self.filters:
+            return
+        old = self.ranker
+        self.filters = chain
+        self._use_ranker(
+            Ranker(
+                self.table,
+                chain,
+                self._layout,
+                compress_below=old.compress_below,
+                shortcut=old.shortcut,
+                shortcut_max_want=old.shortcut_max_want,
+                shortcut_max_misfits=old.shortcut_max_misfits,
+            )
+        )
 
     # -- dispatch ---------------------------------------------------------
 
@@ -324,6 +370,12 @@ class SchedulerCore:
         facts = facts_key(report)
         if facts is not None or (table.host_facts.held and table.facts_id[row]):
             table.host_facts.assign(table, row, facts)
+        if (
+            not _INVENTORY.isdisjoint(report.__pydantic_fields_set__)
+            or row in table.inventory
+            or row in table.units
+        ):
+            self._set_inventory(row, report)  # set_reported refreshes the row
         table.set_reported(row, reported_figures(report))
         self._reconcile(row, frozenset(report.instances) if report.instances else _EMPTY, now)
         return True
@@ -373,7 +425,8 @@ class SchedulerCore:
         batch that names a host twice. For the rest (most reports of a large
         fleet) the rows' figures are written and derived with a few NumPy
         calls over the whole batch: the same state, for about 2.5 times fewer
-        instructions per report.
+        instructions per report. A report's reserved vCPUs and disk and its
+        units (rare) are written on this path too.
         """
         table = self.table
         self._check_room(reports)  # all or nothing: a refused batch changes nothing
@@ -388,6 +441,7 @@ class SchedulerCore:
         claimed = self.ledger.by_row
         credited = self.ledger.released
         reported_ratios = self.reported_ratios
+        held, units = table.inventory, table.units  # the table's own dicts
         zone_ids = table.zone_ids
         applied: list[bool] = []
         rows: list[int] = []
@@ -405,8 +459,10 @@ class SchedulerCore:
                 if row in listed or row in claimed or row in credited:
                     applied.append(self.update_host(report, now))
                     continue
-            given = report.__pydantic_fields_set__  # a ratio was given: the one-report path
-            if fields["instances"] or (_RAM in given or _CPU in given or _DISK in given):
+            given = report.__pydantic_fields_set__
+            special = not _SPECIAL.isdisjoint(given)  # a ratio or inventory figures given
+            # a ratio given: the one-report path
+            if fields["instances"] or (special and not _RATIOS.isdisjoint(given)):
                 applied.append(self.update_host(report, now))
                 continue
             if row is None:
@@ -426,6 +482,8 @@ class SchedulerCore:
             facts = facts_key(report)
             if facts is not None or (table.host_facts.held and table.facts_id[row]):
                 table.host_facts.assign(table, row, facts)
+            if special or ((held or units) and (row in held or row in units)):
+                self._set_inventory(row, report)  # set_reported_many refreshes the row
             rows.append(row)
             figures.append((*report_values(report), 0))  # reported_figures: it lists none
             enabled.append(fields["enabled"])
@@ -448,6 +506,19 @@ class SchedulerCore:
             if now < self._oldest:
                 self._oldest = now
         return applied
+
+    def _set_inventory(self, row: int, report: HostReport) -> None:
+        """Write what ``report`` says of Placement's inventories: its reserved vCPUs
+        and disk and its units (the caller refreshes the row)."""
+        changed = self.table.set_inventory(
+            row,
+            (report.memory_mb_units, report.vcpus_units, report.local_gb_units),
+            (report.memory_mb, report.vcpus, report.local_gb),
+            report.vcpus_reserved,
+            report.local_gb_reserved,
+        )
+        if changed:
+            self._chain_units()
 
     # -- allocation ratios and host aggregates ------------------------------
 
@@ -594,6 +665,8 @@ class SchedulerCore:
         self.ledger.forget_row(row)
         self.reported_ratios.pop(row, None)
         table.remove_row(row)
+        if self.filters is self._units_chain:
+            self._chain_units()  # the last row with units may have gone
         return True
 
     # -- claims -----------------------------------------------------------
@@ -779,6 +852,14 @@ class SchedulerCore:
         self, ctx: PlacementContext, uuid: str, index: int, preempting: bool
     ) -> NoValidHost:
         exc = self.ranker.no_valid_host(ctx, uuid, index)
+        if self._units_filter.name in exc.filter_counts:
+            refused = self._units_filter.explain(self.table, ctx.spec)
+            exc = NoValidHost(
+                f"{exc} (Placement's allocation units: {refused})",
+                instance_uuid=exc.instance_uuid,
+                total_hosts=exc.total_hosts,
+                filter_counts=exc.filter_counts,
+            )
         if not preempting:
             return exc
         below = ctx.spec.priority - self.config.preemption_min_priority_delta
@@ -1507,12 +1588,20 @@ class SchedulerCore:
         preempted claims too): equal states, equal digests."""
         h = hashlib.sha256()
         for host in sorted(self.table.row_of):
-            state = host_state(self.table, self.table.row_of[host])
-            h.update(state.model_dump_json(exclude={"reported_at"}).encode())
-            h.update(repr(sorted(self.ledger.listed_on(self.table.row_of[host]))).encode())
-            facts = self.table.facts_id[self.table.row_of[host]]
+            row = self.table.row_of[host]
+            state = host_state(self.table, row)
+            h.update(state.model_dump_json(exclude=_DIGEST_EXCLUDE).encode())
+            h.update(repr(sorted(self.ledger.listed_on(row))).encode())
+            facts = self.table.facts_id[row]
             if facts:  # none: the digest of before host facts
                 h.update(repr(self.table.host_facts.values[facts]).encode())
+            # what the inventories do (bounds other than the totals, reserved vCPUs
+            # or disk, a min_unit or step_size above 1), not how a report spelled
+            # them; none: the digest of before
+            held = self.table.inventory.get(row)
+            steps = self.table.unit_steps.get(row)
+            if held or steps:
+                h.update(repr((held, steps)).encode())
         for aggregate in self.aggregates.aggregates():
             h.update(aggregate.model_dump_json().encode())
         for uuid in sorted(self.ledger.claims):

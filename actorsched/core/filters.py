@@ -27,7 +27,12 @@ per distinct set of aggregates (a *membership*, see :mod:`.aggregates`) and
 answer per row with one gather over the table's ``agg_set`` column; the
 Aggregate{Ram,Core,Disk}Filter ratios are the table's per-row ratios (the
 engine writes a row's aggregate ratio there when such a filter is on), so
-their rule is the resource filters' own.
+their rule is the resource filters' own. AggregateNumInstancesFilter's and
+AggregateIoOpsFilter's limits are per membership too (one gather), against
+the counts as claims leave them. The other opt-in filters
+(:data:`~actorsched.models.OPTIONAL_FILTERS`): IsolatedHostsFilter reads
+the configuration and the request's image id, JsonFilter (:mod:`.json_filter`)
+the ``query`` hint. Where Nova 18 and 34 have one rule, it holds under both.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from .aggregates import (
     scoped_extra_specs,
 )
 from .host_facts import ComputeCapabilitiesFilter, ImagePropertiesFilter
+from .json_filter import JsonFilter
 from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
 from .views import host_state
@@ -565,6 +571,139 @@ class IoOpsFilter:
         return table.row_local_part(self.name)
 
 
+class _AggregateLimitFilter:
+    """A host takes an instance while its count is below its limit: the smallest
+    whole value of :attr:`key` in its aggregates' metadata, else the configured
+    one (the :class:`~actorsched.models.SchedulerConfig` field of that name). A
+    value that is not an integer anywhere among them: the configured one (Nova
+    logs a warning). Nova's AggregateNumInstancesFilter and AggregateIoOpsFilter
+    (the same in 18 and 34); it checks every request, as the limits apply to
+    all of them."""
+
+    name = ""
+    key = ""  # the aggregate metadata key, and the SchedulerConfig field
+    column = ""  # the table's count, claims included
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        """Always: every request is checked (the ranking's shortcut is not taken)."""
+        return True
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        configured: int = getattr(ctx.config, self.key)
+        counts = table.column(self.column)
+        book = ctx.aggregates
+        if book is None or not book.has(self.key):
+            below: BoolColumn = counts < configured
+            return below
+        limits = book.limits(self.key, configured)
+        passed: BoolColumn = counts < limits[table.agg_set[: table.n]]
+        return passed
+
+
+class AggregateNumInstancesFilter(_AggregateLimitFilter):
+    """Hosts running fewer instances than their aggregates' ``max_instances_per_host``
+    (the smallest of them), else ``max_instances_per_host``.
+
+    >>> AggregateNumInstancesFilter.key
+    'max_instances_per_host'
+    """
+
+    name = "AggregateNumInstancesFilter"
+    key = "max_instances_per_host"
+    column = "num_instances"
+
+
+class AggregateIoOpsFilter(_AggregateLimitFilter):
+    """Hosts with fewer concurrent I/O operations than their aggregates'
+    ``max_io_ops_per_host`` (the smallest of them), else ``max_io_ops_per_host``."""
+
+    name = "AggregateIoOpsFilter"
+    key = "max_io_ops_per_host"
+    column = "num_io_ops"
+
+
+class IsolatedHostsFilter:
+    """Nova's IsolatedHostsFilter: the ``isolated_images`` go to the ``isolated_hosts``
+    only; with ``restrict_isolated_hosts_to_isolated_images`` (the default) those
+    hosts take those images only.
+
+    A host is isolated when its name is in ``isolated_hosts`` (exactly, as Nova
+    compares ``host_state.host``), an image when the request's ``image_id`` is in
+    ``isolated_images`` (a request with no image id is of no isolated image).
+    No isolated image: with the restriction, the isolated hosts take nothing,
+    and every other host passes; without it every host passes. The same in
+    Nova 18 and 34. While the configuration lists what can remove a host, every
+    request is checked.
+    """
+
+    name = "IsolatedHostsFilter"
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        """True when the configuration can remove a host (then every request is checked)."""
+        config = ctx.config
+        return bool(config.isolated_images) or (
+            config.restrict_isolated_hosts_to_isolated_images and bool(config.isolated_hosts)
+        )
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        if not self.applies(ctx):
+            return None
+        config = ctx.config
+        restrict = config.restrict_isolated_hosts_to_isolated_images
+        isolated = [r for r in map(table.row_of.get, config.isolated_hosts) if r is not None]
+        if not config.isolated_images:  # (restricted, with isolated hosts: applies)
+            return rows_mask(table, isolated, False)
+        image = ctx.spec.image_id
+        image_isolated = image is not None and image in config.isolated_images
+        if image_isolated:
+            return rows_mask(table, isolated, True)  # isolated hosts only, either way
+        if not restrict:
+            return None
+        return rows_mask(table, isolated, False)
+
+
+class AggregateImagePropertiesIsolation:
+    """Hosts whose aggregates' metadata agree with the image's properties.
+
+    Nova's AggregateImagePropertiesIsolation (the same in 18 and 34): for each
+    metadata key of the host's aggregates (only those that start with
+    ``aggregate_image_properties_isolation_namespace`` and the separator, when
+    a namespace is set) that the image has as a property, the property's text
+    must be one of the key's comma-separated values over those aggregates. A
+    key the image does not have (or Nova's ImageMetaProps has no such field)
+    restricts nothing; a host in no aggregate passes. Decided once per
+    membership, for the image's properties that some aggregate has as a key.
+    """
+
+    name = "AggregateImagePropertiesIsolation"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        props = ctx.spec.image_properties
+        book = ctx.aggregates
+        if not props or book is None:
+            return None
+        config = ctx.config
+        namespace = config.aggregate_image_properties_isolation_namespace
+        prefix = (
+            namespace + config.aggregate_image_properties_isolation_separator if namespace else ""
+        )
+        asked = tuple(
+            sorted(
+                (key, value)
+                for key, value in props.items()
+                if key.startswith(prefix) and book.has(key)
+            )
+        )
+        if not asked:
+            return None
+
+        def decide(membership: int) -> bool:
+            metadata = book.metadata_by_host(membership)
+            return all(key not in metadata or value in metadata[key] for key, value in asked)
+
+        return _by_membership(table, book.answers((self.name, asked), decide))
+
+
 class PerHostFilter:
     """Adapter for a plain per-host predicate; it loops in Python, at its own cost.
 
@@ -606,5 +745,10 @@ BUILTIN_FILTER_CLASSES: dict[str, type[HostFilter]] = {
         AggregateDiskFilter,
         ComputeCapabilitiesFilter,
         ImagePropertiesFilter,
+        AggregateNumInstancesFilter,
+        AggregateIoOpsFilter,
+        IsolatedHostsFilter,
+        AggregateImagePropertiesIsolation,
+        JsonFilter,
     )
 }

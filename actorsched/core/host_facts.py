@@ -44,9 +44,11 @@ if TYPE_CHECKING:
     from .table import HostTable
 
 __all__ = [
+    "FACT_ATTRIBUTES",
     "FACT_FIELDS",
     "HOST_STATE_ATTRIBUTES",
     "NO_FACTS",
+    "ROW_ATTRIBUTES",
     "UNHELD_ATTRIBUTES",
     "ComputeCapabilitiesFilter",
     "FactsBook",
@@ -55,6 +57,7 @@ __all__ = [
     "ImagePropertiesFilter",
     "capability_checks",
     "facts_key",
+    "row_values",
 ]
 
 BoolColumn = NDArray[np.bool_]
@@ -89,7 +92,7 @@ ROW_ATTRIBUTES = (
     "disk_allocation_ratio",
 )
 # ... the facts, read per facts id ...
-_FACT_ATTRIBUTES = (*FACT_FIELDS, "failed_builds")
+FACT_ATTRIBUTES = (*FACT_FIELDS, "failed_builds")
 # ... and those actorsched does not hold: unset here, so the stats are read
 UNHELD_ATTRIBUTES = (
     "host_ip",
@@ -107,7 +110,7 @@ UNHELD_ATTRIBUTES = (
     "update",
     "consume_from_request",
 )
-HOST_STATE_ATTRIBUTES = frozenset((*ROW_ATTRIBUTES, *_FACT_ATTRIBUTES, *UNHELD_ATTRIBUTES))
+HOST_STATE_ATTRIBUTES = frozenset((*ROW_ATTRIBUTES, *FACT_ATTRIBUTES, *UNHELD_ATTRIBUTES))
 _CAPABILITIES_SCOPE = "capabilities"
 # Nova's ComputeCapabilitiesFilter reads this flavor extra spec as a
 # capabilities requirement of at least that many bits
@@ -241,6 +244,7 @@ class FactsBook:
         self._ids: dict[FactsKey, int] = {NO_FACTS.key: 0}
         self._answers: dict[object, BoolColumn] = {}
         self._compact_at = _COMPACT_SLACK
+        self._versions: NDArray[np.float64] = np.zeros(1, dtype=np.float64)
 
     @property
     def held(self) -> bool:
@@ -262,6 +266,18 @@ class FactsBook:
             self.values.append(HostFacts.of(key))
             self._ids[key] = fid
         table.facts_id[row] = fid
+
+    def versions(self) -> NDArray[np.float64]:
+        """Nova's ``hypervisor_version or 0`` of the facts of every id (HypervisorVersionWeigher's
+        raw value), kept until the book changes."""
+        found = self._versions
+        if len(found) != len(self.values):
+            found = self._versions = np.fromiter(
+                (facts.hypervisor_version or 0 for facts in self.values),
+                dtype=np.float64,
+                count=len(self.values),
+            )
+        return found
 
     def answers(self, key: object, decide: Callable[[HostFacts], bool]) -> BoolColumn:
         """``decide`` for the facts of every id, as a bool array, kept under ``key``."""
@@ -286,6 +302,7 @@ class FactsBook:
         self.values = [self.values[i] for i in keep]
         self._ids = {facts.key: i for i, facts in enumerate(self.values)}
         self._answers.clear()
+        self._versions = np.zeros(0, dtype=np.float64)  # worked out again when asked
         self._compact_at = 2 * len(self.values) + _COMPACT_SLACK
 
 
@@ -354,9 +371,14 @@ def _satisfies(checks: tuple[Check, ...], facts: HostFacts) -> bool:
     return True
 
 
-def _row_values(table: HostTable, ctx: PlacementContext, name: str) -> NDArray[Any]:
-    """Nova's ``HostState.<name>`` of every row ``[:n]``, as it stood before this
-    request's first instance was claimed (its earlier instances given back)."""
+def row_values(
+    table: HostTable, ctx: PlacementContext, name: str, before_request: bool = True
+) -> NDArray[Any]:
+    """Nova's ``HostState.<name>`` (one of :data:`ROW_ATTRIBUTES`) of every row
+    ``[:n]``: as it stood before this request's first instance was claimed (its
+    earlier instances given back: a filter Nova runs once per request), or with
+    ``before_request`` False as the claims leave it now (one Nova runs for each
+    instance)."""
     n = table.n
     if name in ("host", "nodename", "hypervisor_hostname"):
         names = [host or "" for host in table.name_of[:n]]
@@ -388,7 +410,7 @@ def _row_values(table: HostTable, ctx: PlacementContext, name: str) -> NDArray[A
         if name == "free_disk_mb":
             values *= 1024
     chosen = ctx.chosen_rows
-    if chosen:
+    if chosen and before_request:
         spec = ctx.spec
         back = {
             "free_ram_mb": spec.memory_mb,
@@ -405,7 +427,7 @@ def _row_values(table: HostTable, ctx: PlacementContext, name: str) -> NDArray[A
 def _row_check(table: HostTable, ctx: PlacementContext, check: Check) -> BoolColumn:
     """One requirement of a row attribute, for every row: decided once per distinct value."""
     path, requirement, _ = check
-    distinct, inverse = np.unique(_row_values(table, ctx, path[0]), return_inverse=True)
+    distinct, inverse = np.unique(row_values(table, ctx, path[0]), return_inverse=True)
     answers = np.fromiter(
         (_matches(_resolve(value, path[1:]), requirement) for value in distinct.tolist()),
         dtype=np.bool_,

@@ -31,8 +31,9 @@ from numpy.typing import NDArray
 from ..models import Aggregate, RequestSpec
 from .engine import SchedulerCore
 from .host_facts import HostFacts
+from .inventory import NO_UNITS, UNIT_FIELDS
 from .ledger import Claim, Migration
-from .table import REPORT_COLUMNS
+from .table import REPORT_COLUMNS, Inventory, RowUnits
 
 __all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "REQUEST_COLUMNS", "CoreImage", "capture"]
 
@@ -96,6 +97,10 @@ class CoreImage:
         default_factory=lambda: np.zeros(0, dtype=np.int32)
     )
     facts: list[HostFacts] = dataclasses.field(default_factory=list)
+    # the Placement units of each host (rows with some only; frozen: shared), and
+    # its inventory entry (rows with one only: its reserved vCPUs and disk)
+    units: dict[int, RowUnits] = dataclasses.field(default_factory=dict)
+    inventory: dict[int, Inventory] = dataclasses.field(default_factory=dict)
 
     def _facts_used(self) -> list[int]:
         """The facts ids the hosts have (0, none, left out), ascending."""
@@ -127,6 +132,12 @@ class CoreImage:
         ratios = [self.reported_ratios.get(row, none) for row in rows]
         for i, field in enumerate(_RATIO_FIELDS):
             columns[field] = [r[i] for r in ratios]
+        held = [self.inventory.get(row) for row in rows]
+        columns["vcpus_reserved"] = [0 if e is None else e[3] for e in held]
+        columns["local_gb_reserved"] = [0 if e is None else e[4] for e in held]
+        units = [self.units.get(row, NO_UNITS) for row in rows]
+        for i, field in enumerate(UNIT_FIELDS):
+            columns[field] = [None if (u := each[i]) is None else u.model_dump() for each in units]
         position = {fid: at for at, fid in enumerate(self._facts_used())}
         ids = self.facts_id[index].tolist() if len(self.facts_id) else [0] * len(rows)
         columns["host_facts"] = [position.get(fid) for fid in ids]
@@ -239,4 +250,6 @@ def capture(core: SchedulerCore) -> CoreImage:
         requests=core.kept_requests(),  # one dict copy (at most _KEPT_REQUESTS entries)
         facts_id=table.facts_id[:n].copy(),
         facts=list(table.host_facts.values),
+        units=dict(table.units),
+        inventory=dict(table.inventory),
     )

@@ -93,6 +93,8 @@ NON_RESOURCE_FIELDS = (
     "extra_specs",
     "project_id",
     "image_properties",
+    "image_id",
+    "query",
 )
 # The fields that say how to ask, not what: neither in the fingerprint nor a
 # reason to leave the resources-only path (a test holds the three together).
@@ -102,8 +104,8 @@ NOT_ASKED_FIELDS = ("priority", "wait")
 def asks_resources_only(spec: RequestSpec) -> bool:
     """True for a request with no zone, traits, server group, hints, ignore_hosts,
     forced hosts or nodes, requested destination, flavor name, extra specs,
-    project or image properties (most requests): its fingerprint is its resources, and the
-    ranking's shortcut can answer it."""
+    project, image properties, image id or query (most requests): its fingerprint is its
+    resources, and the ranking's shortcut can answer it."""
     # read from the model's __dict__: a pydantic model's attribute access goes
     # through its __getattr__ hook, several times slower per field; the most
     # common of the others (a zone, then traits) come first, so they stop early
@@ -119,6 +121,8 @@ def asks_resources_only(spec: RequestSpec) -> bool:
         and d["project_id"] is None
         and not d["extra_specs"]
         and not d["image_properties"]
+        and d["image_id"] is None
+        and d["query"] is None
     )
 
 
@@ -135,7 +139,7 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     hints; ``ignore_hosts`` and ``force_hosts`` (in lower case, as they are
     matched); ``force_nodes``; ``requested_destination``; and what the
     aggregate filters read: ``flavor_name``, ``extra_specs`` and
-    ``project_id``; and ``image_properties``. No field of a
+    ``project_id``; and ``image_properties``, ``image_id`` and ``query``. No field of a
     RequestSpec is retry-only, so none is left out: a repeat with other
     ``ignore_hosts`` asks to avoid other hosts, and answering it with the
     held claim could place it on one it ignores. Not ``instance_uuids``:
@@ -182,11 +186,15 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     if asked["ignore_hosts"]:
         lowered = [host.lower() for host in asked["ignore_hosts"]]
         parts.append('"ignore_hosts":' + _canonical_list(lowered))
+    if asked["image_id"] is not None:
+        parts.append('"image_id":' + _json_string(asked["image_id"]))
     if asked["image_properties"]:
         parts.append('"image_properties":' + _canonical_map(asked["image_properties"]))
     parts.append(f'"memory_mb":{asked["memory_mb"]}')
     if asked["project_id"] is not None:
         parts.append('"project_id":' + _json_string(asked["project_id"]))
+    if asked["query"] is not None:
+        parts.append('"query":' + _json_string(asked["query"]))
     destination = asked["requested_destination"]
     if destination is not None:
         named = [

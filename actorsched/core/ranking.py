@@ -26,6 +26,16 @@ nothing here changes host state):
   passing rows) give exactly the ranking of the full mask; the knobs that
   choose between them are constructor arguments, with their defaults here.
 * Ties go to the lowest row.
+* A later instance of a multi-create, under Nova 34 (``nova_release`` 34,
+  all three resource filters on): Nova's ``SchedulerManager._schedule``
+  filters and weighs, for every instance, the hosts Placement named for one
+  instance before any was claimed, and claims on the first of them, in
+  weighed order, that still has room. So the hosts an earlier instance of
+  the request filled stay in the normalization (their figures after the
+  claims, clamped to the floors), but are never picked: :meth:`Ranker.top`
+  takes that path (:meth:`Ranker._weighing_mask`) only once a row is chosen,
+  and the choice is made when the Ranker is built, so Nova 18's path does
+  not pay for it.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ import operator
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,13 +55,16 @@ from .filters import (
     AGGREGATE_RATIO_FILTERS,
     BUILTIN_FILTER_CLASSES,
     RESOURCE_RULES,
+    AggregateIoOpsFilter,
     AggregateMultiTenancyIsolation,
+    AggregateNumInstancesFilter,
     AggregateTypeAffinityFilter,
     ComputeFilter,
     CoreFilter,
     DiskFilter,
     HostFilter,
     IoOpsFilter,
+    IsolatedHostsFilter,
     NumInstancesFilter,
     PlacementContext,
     RamFilter,
@@ -62,6 +75,7 @@ from .table import HEADROOM_COLUMNS, OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .weighers import (
     ColumnWeigher,
     HostWeigher,
+    HypervisorVersionWeigher,
     SoftGroupWeigher,
     builtin_weighers,
     multiplier_key,
@@ -85,10 +99,17 @@ ROW_LOCAL_FILTERS = (ComputeFilter, NumInstancesFilter, IoOpsFilter)
 # the resource filters: their rule is the headroom (the Aggregate* ones too:
 # the aggregate's ratio is in the row's own ratio)
 _RESOURCE_FILTERS = (RamFilter, CoreFilter, DiskFilter, *AGGREGATE_RATIO_FILTERS)
-# Aggregate filters that check every request (not only one naming a project
-# or flavor) once some aggregate has their key: while one applies, the
+# Filters that check every request (not only one naming a project, a flavor or
+# an image) once some aggregate has their key, or always (the per-aggregate
+# limits), or while the configuration isolates hosts: while one applies, the
 # shortcut for a request of resources only is not taken.
-_GUARD_FILTERS = (AggregateMultiTenancyIsolation, AggregateTypeAffinityFilter)
+_GUARD_FILTERS = (
+    AggregateMultiTenancyIsolation,
+    AggregateTypeAffinityFilter,
+    AggregateNumInstancesFilter,
+    AggregateIoOpsFilter,
+    IsolatedHostsFilter,
+)
 # What a request asks of each headroom row, in the table's headroom order: the
 # resource filters' own rule (filters.RESOURCE_RULES), so the fused check
 # below is that rule over all three rows at once, not a copy of it.
@@ -278,6 +299,23 @@ def _of_rows(multiplier: Multiplier, rows: NDArray[np.intp]) -> Multiplier:
     return multiplier[rows] if isinstance(multiplier, np.ndarray) else multiplier
 
 
+class _Guard(Protocol):
+    """What may keep a request of resources only from the ranking's shortcut."""
+
+    def applies(self, ctx: PlacementContext) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _WeighsSomething:
+    """A weigher the shortcut skips as a guard: it applies when it weighs."""
+
+    weigher: HostWeigher
+    table: HostTable
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        return self.weigher.weigh_all(self.table, ctx) is not None
+
+
 class Ranker:
     """Filters and weighers over one host table: :meth:`top` and :meth:`no_valid_host`."""
 
@@ -344,13 +382,29 @@ class Ranker:
             self._request_filters = [
                 f for f in self._request_filters if type(f) not in _RESOURCE_FILTERS
             ]
+        # Nova 34's multi-create (see the module's rules): chosen once, here, so the
+        # Nova 18 path is the plain method
+        self._weighs_filled = self._clamps and self._fused_resources
+        if self._weighs_filled:
+            self.top = self._top_nova34  # type: ignore[method-assign]
         # When every per-request filter and weigher left is a built-in that says
         # nothing (returns None) for a request with no zone, traits, group or
         # host hints, such a request need not even call them.
-        self._guards = [f for f in self._request_filters if isinstance(f, _GUARD_FILTERS)]
+        self._guards: list[_Guard] = [
+            f for f in self._request_filters if isinstance(f, _GUARD_FILTERS)
+        ]
+        # HypervisorVersionWeigher says nothing while every host has one version
+        # (then the shortcut answers): a guard too
+        self._guards += [
+            _WeighsSomething(w, table)
+            for w in self._other_weighers
+            if isinstance(w, HypervisorVersionWeigher)
+        ]
         self._hints_only = all(
             type(f) in _HINT_FILTERS or type(f) in _GUARD_FILTERS for f in self._request_filters
-        ) and all(isinstance(w, SoftGroupWeigher) for w in self._other_weighers)
+        ) and all(
+            isinstance(w, SoftGroupWeigher | HypervisorVersionWeigher) for w in self._other_weighers
+        )
 
     @property
     def fused_resources(self) -> bool:
@@ -575,6 +629,61 @@ class Ranker:
                 return top
         return self._ranked(self._passing(ctx, masks), raws, want, per_row)
 
+    def _top_nova34(self, ctx: PlacementContext, want: int, resources_only: bool) -> list[int]:
+        """:meth:`top` under Nova 34: once an instance of the request is placed, the
+        later ones are weighed over :meth:`_weighing_mask` and picked among the
+        rows of it that have room (:meth:`_top_after_claims`)."""
+        if ctx.chosen_rows and not (ctx.spec.force_hosts or ctx.spec.force_nodes):
+            return self._top_after_claims(ctx, want, None)
+        return Ranker.top(self, ctx, want, resources_only)
+
+    def _weighing_mask(self, ctx: PlacementContext) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """The rows a later instance of a multi-create is weighed over under Nova 34,
+        and those of them it may take (the rows with room for it).
+
+        Nova weighs Placement's candidates for one instance (computed before the
+        first claim) that pass every filter now: the rows that fit now and the
+        rows chosen for earlier instances (each fitted when it was chosen, so
+        before the first claim too; another row that fits now fitted then), that
+        pass the row-local filters and the per-request ones now. Nova filters
+        the hosts the previous instance's filters passed, so a host a filter
+        removed stays removed; it is the same set with the built-in filters: a
+        row's figures change only when an instance is placed on it, and it
+        passed every filter then; a group's members only grow. (A plug-in
+        filter whose answer for a row comes back without such a change would
+        see the row again here.)
+        """
+        table = self.table
+        n = table.n
+        want = np.array([[asked] for asked in _ASKED(ctx.spec)], dtype=np.float64)
+        room = table.headroom[:, :n] >= want
+        fits = room[0] & room[1] & room[2]
+        candidates = fits.copy()
+        candidates[np.asarray(ctx.chosen_rows, dtype=np.intp)] = True
+        weighed: NDArray[np.bool_] = (table.base_penalty[:n] == 0.0) & candidates
+        for passed in self._masks(ctx):
+            weighed &= passed
+        return weighed, weighed & fits
+
+    def _top_after_claims(
+        self, ctx: PlacementContext, want: int, rng: random.Random | None
+    ) -> list[int]:
+        """The ``want`` best rows with room for a later instance of a multi-create
+        (Nova 34), normalized over :meth:`_weighing_mask`; with ``rng``, the rows
+        of equal best weight in random order (as :meth:`top_shuffled`)."""
+        weighed, takes = self._weighing_mask(ctx)
+        rows = np.flatnonzero(weighed)
+        open_rows = takes[rows]
+        if not open_rows.any():
+            return []
+        per_row = None if ctx.aggregates is None else self._row_multipliers(ctx)
+        raws = self._raws(ctx, per_row)
+        if rng is None:
+            return self._ranked_among(rows, raws, want, per_row, open_rows)
+        scores = self._scores_among(rows, raws, per_row, exact=True)
+        scores[~open_rows] = -np.inf
+        return self._shuffled_best(rows, scores, want, rng)
+
     def top_shuffled(
         self, ctx: PlacementContext, want: int, resources_only: bool, rng: random.Random
     ) -> list[int]:
@@ -587,15 +696,23 @@ class Ranker:
         then (when fewer tie) the next best in order, ties to the lowest row.
         """
         spec = ctx.spec
-        if spec.force_hosts or spec.force_nodes:
-            mask = self._forced(ctx)
-        else:
-            mask = self._passing(ctx, self._masks(ctx))
+        forcing = spec.force_hosts or spec.force_nodes
+        if self._weighs_filled and ctx.chosen_rows and not forcing:
+            return self._top_after_claims(ctx, want, rng)  # Nova 34's multi-create
+        mask = self._forced(ctx) if forcing else self._passing(ctx, self._masks(ctx))
         rows = np.flatnonzero(mask)
         if not rows.size:
             return []
         per_row = None if ctx.aggregates is None else self._row_multipliers(ctx)
         scores = self._scores_among(rows, self._raws(ctx, per_row), per_row, exact=True)
+        return self._shuffled_best(rows, scores, want, rng)
+
+    @staticmethod
+    def _shuffled_best(
+        rows: NDArray[np.intp], scores: NDArray[np.float64], want: int, rng: random.Random
+    ) -> list[int]:
+        """The ``want`` best of ``rows`` by ``scores`` (-inf: never), the tied best in
+        random order, then the next best, ties to the lowest row."""
         tied = np.flatnonzero(scores == scores.max()).tolist()
         picked = rng.sample(tied, min(want, len(tied))) if len(tied) > 1 else tied
         top = [int(rows[i]) for i in picked]
@@ -817,6 +934,7 @@ class Ranker:
         raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
         want: int,
         per_row: RowMultipliers | None = None,
+        takes: NDArray[np.bool_] | None = None,
     ) -> list[int]:
         """:meth:`_ranked` over the passing ``rows`` only, gathered into a small matrix.
 
@@ -824,8 +942,13 @@ class Ranker:
         pass, since nothing has to be pushed out of reach. The matrix
         product may round a score's last bit unlike the full table's, so
         only hosts whose scores differ by about 1e-16 could swap places.
+        ``takes`` (one bool per row of ``rows``): normalized over ``rows``, the
+        best are taken from these only.
         """
         scores = self._scores_among(rows, raws, per_row)
+        if takes is not None:  # Nova 34's multi-create: weighed over rows, taken from these
+            scores[~takes] = -np.inf
+            want = min(want, int(np.count_nonzero(takes)))
         if want <= self.shortcut_max_want:
             top: list[int] = []
             for _ in range(min(want, rows.size)):
@@ -1025,14 +1148,20 @@ class Ranker:
         ``minval`` is the minval (``weigh_objects``), and ``lo`` is the
         ``minval``, or the lowest value when the weigher has none
         (``normalize``). The weights of a row sum to the score it was ranked
-        by, up to rounding and a constant.
+        by, up to rounding and a constant. A later instance of a multi-create
+        under Nova 34 is normalized over :meth:`_weighing_mask` (the hosts
+        earlier instances filled too); the count is of those with room.
         """
         table = self.table
         spec = ctx.spec
+        takes: NDArray[np.bool_] | None = None
         if spec.force_hosts or spec.force_nodes:
             passing = self._forced(ctx)  # the filters are skipped, as for the placement
+        elif self._weighs_filled and ctx.chosen_rows:
+            passing, takes = self._weighing_mask(ctx)  # Nova 34's multi-create
         else:
             passing = self._passing(ctx, self._masks(ctx))
+        counted = passing if takes is None else takes
         index = np.asarray(rows, dtype=np.intp)
         weights: list[dict[str, float]] = [{} for _ in rows]
         for w in weighers:
@@ -1058,7 +1187,7 @@ class Ranker:
             weighed = scaled * _of_rows(multiplier, index)
             for weight, value in zip(weights, weighed.tolist(), strict=True):
                 weight[w.name] = weight.get(w.name, 0.0) + value
-        return int(np.count_nonzero(passing)), weights
+        return int(np.count_nonzero(counted)), weights
 
     def _unknown_names(self, ctx: PlacementContext) -> str:
         """What the forced hosts and nodes and the requested destination name that

@@ -34,6 +34,14 @@ Rules this module keeps:
 * Headroom (:meth:`HostTable._derive`) follows the same setting, chosen
   once at construction: Nova 18's resource filters, or Placement's
   allocation candidates (Nova 34).
+* What Placement's inventories add to a report's figures (its reserved
+  vCPUs and disk, and each class's ``Units``) is rare, so it is kept sparse
+  (:meth:`HostTable.set_inventory`): ``inventory`` holds the rows whose
+  headroom bounds (a ``max_unit`` other than the total) or reserved vCPUs
+  or disk are not the defaults, ``unit_steps`` those with a ``min_unit`` or
+  ``step_size`` above 1 (the rule :mod:`.inventory` applies), ``units``
+  the units of both, as the image shows them. A row in none of them costs
+  a refresh one truth test of ``inventory``.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from ..models import HostReport
+from ..models import HostReport, Units
 from .host_facts import FactsBook
 
 __all__ = ["INT_COLUMNS", "HostTable"]
@@ -91,6 +99,9 @@ def reported_figures(report: HostReport) -> tuple[int, ...]:
 
 
 _CLAIMED = INT_COLUMNS.index("claimed_mem")
+# the totals of the classes (RAM, vCPUs, disk): each headroom's bound unless a
+# report's max_unit says otherwise
+_TOTALS = [INT_COLUMNS.index(name) for name in ("mem_total", "vcpus_total", "disk_total")]
 _RELEASED = INT_COLUMNS.index("released_mem")
 _FLOAT_COLUMNS = ("reported_at",)
 # The largest request each host can take now (the rules of RamFilter,
@@ -117,48 +128,83 @@ _DIRTY_LIMIT = 16
 _INF = float("inf")
 # a row's allocation ratios, in RATIO_ROWS order
 Ratios = tuple[float, float, float, float]
+# a row's units per class (RAM, vCPUs, disk); None: Placement's defaults
+RowUnits = tuple[Units | None, Units | None, Units | None]
+# per class (RAM, vCPUs, disk): the most one allocation may ask (max_unit, else the
+# total); then the reserved vCPUs and disk (the reserved RAM is a raw column)
+Inventory = tuple[int, int, int, int, int]
+# per class (RAM, vCPUs, disk): (min_unit, step_size)
+Steps = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+_DEFAULT_STEPS: Steps = ((1, 1), (1, 1), (1, 1))
+_NO_UNITS: RowUnits = (None, None, None)
 
 
 # The headroom rules of HostTable._derive: (RAM, vCPUs, disk) from each class's
-# total and what its capacity leaves. For one row's scalars (a refresh runs on every
-# claim: builtin min() and max() parse their arguments more slowly than this
-# compares them), and for many rows' arrays: the same operations in the same order.
-Headroom = Callable[[Any, Any, Any, Any, Any, Any], tuple[Any, Any, Any]]
+# bound for one allocation (its max_unit: the total unless a report says
+# otherwise), what its capacity leaves, and the vCPU total (Nova 18's CoreFilter
+# reads it). For one row's scalars (a refresh runs on every claim: builtin min()
+# and max() parse their arguments more slowly than this compares them), and for
+# many rows' arrays: the same operations in the same order.
+Headroom = Callable[[Any, Any, Any, Any, Any, Any, Any], tuple[Any, Any, Any]]
 
 
 def _headroom_nova18(
-    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+    mem: Any,
+    mem_left: Any,
+    vcpus_total: Any,
+    vcpus: Any,
+    vcpus_left: Any,
+    disk: Any,
+    disk_left: Any,
 ) -> tuple[Any, Any, Any]:
     return (
         mem if mem < mem_left else mem_left,
-        _INF if vcpus == 0 else (vcpus if vcpus < vcpus_left else vcpus_left),
+        _INF if vcpus_total == 0 else (vcpus if vcpus < vcpus_left else vcpus_left),
         disk if disk < disk_left else disk_left,
     )
 
 
 def _headrooms_nova18(
-    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+    mem: Any,
+    mem_left: Any,
+    vcpus_total: Any,
+    vcpus: Any,
+    vcpus_left: Any,
+    disk: Any,
+    disk_left: Any,
 ) -> tuple[Any, Any, Any]:
     return (
         np.minimum(mem, mem_left),
-        np.where(vcpus == 0, _INF, np.minimum(vcpus, vcpus_left)),
+        np.where(vcpus_total == 0, _INF, np.minimum(vcpus, vcpus_left)),
         np.minimum(disk, disk_left),
     )
 
 
-def _room(total: Any, left: Any) -> Any:
-    room = total if total < left else left
+def _room(bound: Any, left: Any) -> Any:
+    room = bound if bound < left else left
     return room if room > 0.0 else 0.0
 
 
 def _headroom_nova34(
-    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+    mem: Any,
+    mem_left: Any,
+    _vcpus_total: Any,
+    vcpus: Any,
+    vcpus_left: Any,
+    disk: Any,
+    disk_left: Any,
 ) -> tuple[Any, Any, Any]:
     return _room(mem, mem_left), _room(vcpus, vcpus_left), _room(disk, disk_left)
 
 
 def _headrooms_nova34(
-    mem: Any, mem_left: Any, vcpus: Any, vcpus_left: Any, disk: Any, disk_left: Any
+    mem: Any,
+    mem_left: Any,
+    _vcpus_total: Any,
+    vcpus: Any,
+    vcpus_left: Any,
+    disk: Any,
+    disk_left: Any,
 ) -> tuple[Any, Any, Any]:
     return (
         np.maximum(np.minimum(mem, mem_left), 0.0),
@@ -172,6 +218,26 @@ _HEADROOM_RULES: dict[int, tuple[Headroom, Headroom]] = {
     18: (_headroom_nova18, _headrooms_nova18),
     34: (_headroom_nova34, _headrooms_nova34),
 }
+
+
+def _effective(units: Units | None, total: int) -> Units | None:
+    """``units`` as they act on a class of ``total``: None for Placement's defaults
+    (a max_unit of the total is no max_unit)."""
+    if units is None:
+        return None
+    if units.max_unit == total:
+        units = units.model_copy(update={"max_unit": None})
+    return None if units.min_unit == units.step_size == 1 and units.max_unit is None else units
+
+
+def _bound(units: Units | None, total: int) -> int:
+    """The most one allocation of a class may ask: its max_unit, else its total."""
+    return total if units is None or units.max_unit is None else units.max_unit
+
+
+def _steps(units: Units | None) -> tuple[int, int]:
+    """A class's (min_unit, step_size)."""
+    return (1, 1) if units is None else (units.min_unit, units.step_size)
 
 
 def _both(a: Any, b: Any) -> Any:
@@ -221,6 +287,14 @@ class HostTable:
         self.default_ratios: Ratios = (ram_ratio, cpu_ratio, disk_ratio, cpu_ratio)
         self.custom_ratios: dict[int, Ratios] = {}
         self.ratios: NDArray[np.float64] = np.zeros((len(RATIO_ROWS), 0), dtype=np.float64)
+        # Placement's inventories (see the module's rules; set_inventory): the rows
+        # whose bounds or reserved vCPUs or disk are not the defaults, the rows
+        # with a min_unit or step_size above 1 (``steps_version`` changes with
+        # them), and the units of both
+        self.inventory: dict[int, Inventory] = {}
+        self.unit_steps: dict[int, Steps] = {}
+        self.steps_version = 0
+        self.units: dict[int, RowUnits] = {}
         # the membership id of each row's host aggregates (aggregates.py; 0: none)
         self.agg_set: NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         # membership id -> its aggregates' names (the engine's AggregateBook list;
@@ -425,6 +499,8 @@ class HostTable:
         self.facts_id[row] = 0  # host facts: none
         if self.custom_ratios.pop(row, None) is not None:
             self.ratios[:, row] = self.default_ratios
+        if row in self.inventory or row in self.units:
+            self.set_inventory(row, _NO_UNITS, (0, 0, 0), 0, 0)
         self.traits[row] = 0
         self.stale[row] = False
         self.raw[row] = 0
@@ -562,24 +638,87 @@ class HostTable:
         self.ratios[:, row] = ratios
         return True
 
+    def set_inventory(
+        self,
+        row: int,
+        units: RowUnits,
+        totals: tuple[int, int, int],
+        vcpus_reserved: int,
+        disk_reserved: int,
+    ) -> bool:
+        """Record what Placement's inventories say of ``row`` beyond its raw figures:
+        the units its report gives (None for a class: Placement's defaults) with
+        the report's totals (RAM, vCPUs, disk: a ``max_unit`` of None is the
+        total), and its reserved vCPUs and disk. True when a ``min_unit`` or
+        ``step_size`` changed. The caller refreshes the row."""
+        mem_total, vcpus_total, disk_total = totals
+        mem, vcpus, disk = units
+        mem = _effective(mem, mem_total)
+        vcpus = _effective(vcpus, vcpus_total)
+        disk = _effective(disk, disk_total)
+        if mem is None and vcpus is None and disk is None:
+            self.units.pop(row, None)
+            steps = _DEFAULT_STEPS
+        else:
+            self.units[row] = (mem, vcpus, disk)
+            steps = (_steps(mem), _steps(vcpus), _steps(disk))
+        bounds = (_bound(mem, mem_total), _bound(vcpus, vcpus_total), _bound(disk, disk_total))
+        if bounds == totals and not vcpus_reserved and not disk_reserved:
+            self.inventory.pop(row, None)
+        else:
+            self.inventory[row] = (*bounds, vcpus_reserved, disk_reserved)
+        if steps == self.unit_steps.get(row, _DEFAULT_STEPS):
+            return False
+        if steps == _DEFAULT_STEPS:
+            del self.unit_steps[row]
+        else:
+            self.unit_steps[row] = steps
+        self.steps_version += 1
+        return True
+
+    def reserved(self, row: int) -> tuple[int, int]:
+        """The vCPUs and disk ``row`` reserves (its memory's is a raw column)."""
+        entry = self.inventory.get(row)
+        return (0, 0) if entry is None else (entry[3], entry[4])
+
+    def _inventories(self, index: NDArray[np.intp], raw: NDArray[np.int64]) -> Any:
+        """The ``inventory`` figures of the rows in ``index`` (their raw figures
+        ``raw``, rows by columns) as five int64 arrays, when one of them has an
+        entry (the others: their totals, nothing reserved); else None."""
+        inventory = self.inventory
+        held = [(at, inventory[row]) for at, row in enumerate(index.tolist()) if row in inventory]
+        if not held:
+            return None
+        figures = np.zeros((5, len(index)), dtype=np.int64)
+        figures[:3] = raw[:, _TOTALS].T
+        for at, entry in held:
+            figures[:, at] = entry
+        return tuple(figures)
+
     def _derive(
         self,
         raw: Any,
         ratios: tuple[Any, Any, Any, Any],
+        inventory: Any,
         headroom_rule: Headroom,
     ) -> tuple[tuple[Any, Any, Any], tuple[Any, ...], Any, Any]:
         """Headroom, weigher figures (in this table's order), instance count and
         I/O count from one row's raw figures (a list of ints, its ratios as
-        floats, with the scalar ``_headroom`` rule) or many rows' (an ``(18,
-        m)`` int64 array, ratios as floats or float64 arrays, with the array
-        ``_headrooms`` rule): the same operations in the same order, so a row
-        derived alone or in a batch is the same to the last bit.
+        floats, its ``inventory`` entry or None, with the scalar ``_headroom``
+        rule) or many rows' (an ``(18, m)`` int64 array, ratios as floats or
+        float64 arrays, the inventory as five int64 arrays or None, with the
+        array ``_headrooms`` rule): the same operations in the same order, so a
+        row derived alone or in a batch is the same to the last bit. (No
+        inventory is each total as its bound and nothing reserved: the
+        subtraction of 0 is left out, which changes no figure.)
 
         Headroom is the largest amount of each class a request may ask of the
-        row: what its capacity leaves, (total - reserved) x ratio - used
-        (Placement's capacity), and never more than the host's own total
-        before the ratio (an inventory's ``max_unit``: an instance may not
-        overcommit against itself). Then, by ``nova_release``:
+        row, as Placement allows an allocation: what its capacity leaves,
+        (total - reserved) x ratio - used (Placement's capacity, for RAM,
+        vCPUs and disk alike), and never more than the class's ``max_unit``:
+        the host's own total before the ratio unless its report's units say
+        otherwise (Nova's default ``max_unit``: an instance may not overcommit
+        against itself). Then, by ``nova_release``:
 
         * 18, as Nova 18's resource filters decide: a host that reports 0
           vCPUs takes any number (CoreFilter fails safe: "VCPUs not set;
@@ -594,8 +733,10 @@ class HostTable:
 
         The weigher figures have no ratio but the CPU weigher's, which is the
         host's own (the last of the RATIO_ROWS), as Nova's weighers read
-        ``free_ram_mb``, ``vcpus_total x cpu_allocation_ratio - vcpus_used``
-        and ``free_disk_mb``."""
+        ``free_ram_mb`` and ``free_disk_mb`` (total - reserved - used) and
+        ``vcpus_total x cpu_allocation_ratio - vcpus_used``: Nova's CPUWeigher
+        counts no reserved vCPUs, so the CPU weigher's figure is not the vCPU
+        headroom's capacity when a host reserves some."""
         (
             _generation,
             mem_total,
@@ -617,30 +758,42 @@ class HostTable:
             released,
         ) = raw
         ram_ratio, cpu_ratio, disk_ratio, own_cpu_ratio = ratios
+        if inventory is None:  # most rows: no bound but the totals, nothing reserved
+            mem_cap = mem_total
+            vcpus_cap = usable_vcpus = vcpus_total
+            disk_cap = usable_disk = disk_total
+        else:
+            mem_cap, vcpus_cap, disk_cap, vcpus_reserved, disk_reserved = inventory
+            usable_vcpus = vcpus_total - vcpus_reserved
+            usable_disk = disk_total - disk_reserved
         usable_mem = mem_total - mem_reserved
         used_mem = mem_used + claimed_mem - released_mem
         used_vcpus = vcpus_used + claimed_vcpus - released_vcpus
         used_disk = disk_used + claimed_disk - released_disk
         num_instances = reported + assumed - released
         num_io_ops = io_ops + assumed
-        vcpus_free = vcpus_total * cpu_ratio - used_vcpus
-        # the same ratio object (most rows, the configured ratios): the same figure
+        vcpus_free = usable_vcpus * cpu_ratio - used_vcpus
+        # the CPU weigher's figure counts no reserved vCPUs; with none reserved and
+        # the same ratio object (most rows, the configured ratios) it is the same
         own_vcpus_free = (
-            vcpus_free if own_cpu_ratio is cpu_ratio else vcpus_total * own_cpu_ratio - used_vcpus
+            vcpus_free
+            if own_cpu_ratio is cpu_ratio and usable_vcpus is vcpus_total
+            else vcpus_total * own_cpu_ratio - used_vcpus
         )
         headroom = headroom_rule(
-            mem_total,
+            mem_cap,
             usable_mem * ram_ratio - used_mem,
             vcpus_total,
+            vcpus_cap,
             vcpus_free,
-            disk_total,
-            disk_total * disk_ratio - used_disk,
+            disk_cap,
+            usable_disk * disk_ratio - used_disk,
         )
         # the weigher figures, in WEIGH_COLUMNS order, then in this table's order
         figures = (
             usable_mem - used_mem,  # free_ram
             own_vcpus_free,  # vcpu_headroom, as Nova's CPUWeigher
-            disk_total - used_disk,  # free_disk
+            usable_disk - used_disk,  # free_disk
             num_io_ops,
             num_instances,
         )
@@ -693,6 +846,7 @@ class HostTable:
         headroom, ordered, num_instances, num_io_ops = self._derive(
             self.raw[row].tolist() if raw is None else raw,
             self.custom_ratios.get(row, self.default_ratios),
+            self.inventory.get(row) if self.inventory else None,
             self._headroom,
         )
         k = self.in_use
@@ -741,8 +895,10 @@ class HostTable:
         if self.custom_ratios:
             ram, cpu, disk, own_cpu = self.ratios[:, index]
             ratios = (ram, cpu, disk, own_cpu)
+        raw = self.raw[index]
+        inventory = self._inventories(index, raw) if self.inventory else None
         headroom, ordered, num_instances, num_io_ops = self._derive(
-            self.raw[index].T, ratios, self._headrooms
+            raw.T, ratios, inventory, self._headrooms
         )
         ok = self._row_local(
             self.active[index],
@@ -888,7 +1044,10 @@ class HostTable:
             raw[start + 2] += sign * disk
             raw[start + 3] += sign
         headroom, _, num_instances, num_io_ops = self._derive(
-            raw, self.custom_ratios.get(row, self.default_ratios), self._headroom
+            raw,
+            self.custom_ratios.get(row, self.default_ratios),
+            self.inventory.get(row) if self.inventory else None,
+            self._headroom,
         )
         ok = self._row_local(
             self.active[row], self.stale[row], self.enabled[row], num_instances, num_io_ops

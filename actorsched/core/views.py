@@ -19,13 +19,13 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..models import HostState
-from .table import INT_COLUMNS, RATIO_ROWS, HostTable
+from .table import INT_COLUMNS, RATIO_ROWS, HostTable, Inventory
 
 __all__ = ["HostStatesImage", "ImageBuffers", "capture_host_states", "host_state"]
 
@@ -105,6 +105,8 @@ class HostStatesImage:
     next_row: int | None  # the start of the next page, None after the last
     # row -> node of the rows whose node is not named as their host (a copy)
     nodes: dict[int, str]
+    # row -> inventory entry of the rows that have one (HostTable.inventory; a copy)
+    inventory: dict[int, Inventory] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str | None]:
@@ -132,11 +134,13 @@ class HostStatesImage:
         memberships = self.membership_names
         agg_set = self.agg_set.tolist()
         nodes = self.nodes
+        held = self.inventory
         start = self.start
         out: dict[str, HostState] = {}
         for k, host in enumerate(self.names):
             if host is None:
                 continue
+            entry = held.get(start + k) if held else None
             out[host] = HostState(
                 host=host,
                 node=nodes.get(start + k, host) if nodes else host,
@@ -146,6 +150,8 @@ class HostStatesImage:
                 traits=list(traits[k]),
                 memory_mb=i["mem_total"][k],
                 memory_mb_reserved=i["mem_reserved"][k],
+                vcpus_reserved=0 if entry is None else entry[3],
+                local_gb_reserved=0 if entry is None else entry[4],
                 free_ram_mb=int(f["free_ram"][k]),
                 local_gb=i["disk_total"][k],
                 free_disk_gb=int(f["free_disk"][k]),
@@ -208,6 +214,9 @@ def capture_host_states(
     nodes = table.node_of  # usually empty: rows whose node is named as their host have none
     if nodes:
         nodes = {r: node for r, node in nodes.items() if begin <= r < stop}
+    held = table.inventory  # usually empty too
+    if held:
+        held = {r: entry for r, entry in held.items() if begin <= r < stop}
     return HostStatesImage(
         start=begin,
         stop=stop,
@@ -223,6 +232,7 @@ def capture_host_states(
         membership_names=table.membership_names,
         next_row=stop if stop < n else None,
         nodes=dict(nodes),
+        inventory=dict(held),
     )
 
 
@@ -248,6 +258,7 @@ def host_state(table: HostTable, row: int) -> HostState:
         membership_names=table.membership_names,
         next_row=None,
         nodes=table.node_of,
+        inventory=table.inventory,
     )
     [state] = image.states().values()
     return state

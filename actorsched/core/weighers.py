@@ -32,6 +32,13 @@ The protocol (also how a user plugs in a weigher)::
 
 Return ``None`` when the weigher has nothing to say for this request.
 
+HypervisorVersionWeigher (Nova 34's; Nova 18 had none) weighs a host's
+reported ``hypervisor_version`` (0 when it reports none), plain min-max:
+newer first with the default multiplier. It is built under ``nova_release``
+34, or with a multiplier that is not 0; it says nothing while every host
+that reported has the same version (most fleets, and one that reports no
+facts), so the ranking's shortcut still answers then.
+
 A weigher may also name a ``multiplier_key``: an aggregate metadata key
 that overrides its multiplier for the hosts of that aggregate, as Nova's
 weighers read theirs through ``utils.get_weight_multiplier`` (19.0.0 and
@@ -56,6 +63,7 @@ from .table import HostTable
 __all__ = [
     "ColumnWeigher",
     "HostWeigher",
+    "HypervisorVersionWeigher",
     "SoftGroupWeigher",
     "builtin_weighers",
     "multiplier_key",
@@ -213,8 +221,42 @@ class ServerGroupSoftAntiAffinityWeigher(SoftGroupWeigher):
     multiplier_key = "soft_anti_affinity_weight_multiplier"
 
 
+class HypervisorVersionWeigher:
+    """Newer hypervisors weigh more: the host's ``hypervisor_version`` (its facts; 0
+    when it reports none), Nova 34's HypervisorVersionWeigher. No ``minval``:
+    plain min-max between the oldest and the newest. ``None`` (nothing to say)
+    while every host that reported has the same version."""
+
+    minval: float | None = None
+    multiplier_key = "hypervisor_version_weight_multiplier"
+
+    def __init__(self, name: str, multiplier: float) -> None:
+        self.name = name
+        self.multiplier = multiplier
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
+        book = table.host_facts
+        if not book.held:
+            return None  # no host reports facts: every version is 0
+        n = table.n
+        values: FloatColumn = book.versions()[table.facts_id[:n]]
+        live = values[table.active[:n]]
+        if not live.size or live.min() == live.max():
+            return None  # one version: every host weighs the same
+        return values
+
+
 def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
-    """Nova's default weighers with the multipliers from ``config``."""
+    """Nova's weighers that actorsched builds, with the multipliers from ``config``
+    (HypervisorVersionWeigher under ``nova_release`` 34 or with a multiplier set:
+    Nova 18 has none)."""
+    versions: list[HostWeigher] = []
+    if config.nova_release == 34 or config.hypervisor_version_weight_multiplier != 0:
+        versions.append(
+            HypervisorVersionWeigher(
+                "HypervisorVersionWeigher", config.hypervisor_version_weight_multiplier
+            )
+        )
     return [
         RAMWeigher("RAMWeigher", config.ram_weight_multiplier),
         CPUWeigher("CPUWeigher", config.cpu_weight_multiplier),
@@ -227,4 +269,5 @@ def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
         ServerGroupSoftAntiAffinityWeigher(
             "ServerGroupSoftAntiAffinityWeigher", config.soft_anti_affinity_weight_multiplier
         ),
+        *versions,
     ]

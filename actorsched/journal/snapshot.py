@@ -20,6 +20,9 @@ Rules this module keeps:
   ones first). A host's facts (format 7: its report's hypervisor_type,
   hypervisor_version, supported_instances, cpu_info and stats): each
   distinct set once, in ``host_facts``, and per host the index of its own.
+  A host's reserved vCPUs and disk and its Placement units (format 8: its
+  report's ``vcpus_reserved``, ``local_gb_reserved`` and ``*_units``
+  columns, a units entry None for Placement's defaults).
 * A fingerprint is ``request_fingerprint``'s text: a change to what that
   holds must bump :data:`SNAPSHOT_FORMAT`. Older formats carry none, and
   their claims come back with an unknown fingerprint (any repeat of the
@@ -29,7 +32,8 @@ Rules this module keeps:
   ``restore_requests``), so every index the core keeps is rebuilt by the
   code that keeps it. A claim's preempted claims are named again, never
   released again: the snapshot was taken after their release.
-* Formats 1 to 6 are still read: before 7 no host has facts; before 6
+* Formats 1 to 7 are still read: before 8 no host reserves vCPUs or disk
+  or has units (Placement's defaults); before 7 no host has facts; before 6
   claims come back with priority 0 and no preempted claims, and no request
   is kept (a reschedule or move of a claim they hold asks its resources
   and group alone).
@@ -46,6 +50,7 @@ from pydantic import ValidationError
 from ..core import SchedulerCore
 from ..core.host_facts import FACT_FIELDS
 from ..core.image import CLAIM_COLUMNS, CREDIT_COLUMNS, REQUEST_COLUMNS, CoreImage
+from ..core.inventory import UNIT_FIELDS
 from ..core.ledger import Migration
 from ..models import Aggregate, HostReport, RequestSpec, Selection, ServerGroup
 
@@ -53,6 +58,8 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
+# 8: as 7, and each host's vcpus_reserved, local_gb_reserved and Placement
+# units (memory_mb_units, vcpus_units, local_gb_units: an object or None);
 # 7: as 6, and each host's facts (the distinct ones once, in host_facts; a
 # host_facts column of the hosts names each one's); 6: as 5, and each claim's
 # priority and preempted claims, and the requests kept for a reschedule or
@@ -63,13 +70,16 @@ log = logging.getLogger("actorsched.journal")
 # JSON list per field); 1: one object per host, claim and credit. 1 to 6 are
 # still read (before 7: no host facts; before 6: priority 0, no preempted
 # claims, no kept requests; before 5: no moves; before 4: no aggregates, no
-# host ratios, nodes named as their hosts; 1 and 2 have no fingerprints).
-SNAPSHOT_FORMAT = 7
-_READ = (1, 2, 3, 4, 5, 6, SNAPSHOT_FORMAT)
-# a host's columns (format 7): its report's fields but the facts, and the
+# host ratios, nodes named as their hosts; 1 and 2 have no fingerprints; before
+# 8: no reserved vCPUs or disk, no units).
+SNAPSHOT_FORMAT = 8
+_READ = (1, 2, 3, 4, 5, 6, 7, SNAPSHOT_FORMAT)
+# a host's columns (format 8): its report's fields but the facts, and the
 # index of its facts in host_facts
 _HOST_FIELDS = (*(f for f in HostReport.model_fields if f not in FACT_FIELDS), "host_facts")
-_HOST_FIELDS_6 = _HOST_FIELDS[:-1]
+_NEW_IN_8 = ("vcpus_reserved", "local_gb_reserved", *UNIT_FIELDS)
+_HOST_FIELDS_7 = tuple(f for f in _HOST_FIELDS if f not in _NEW_IN_8)
+_HOST_FIELDS_6 = _HOST_FIELDS_7[:-1]
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 _HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS_6 if f not in (*_RATIO_FIELDS, "node"))
 _CLAIM_COLUMNS_5 = tuple(c for c in CLAIM_COLUMNS if c not in ("priority", "preempted"))
@@ -125,7 +135,15 @@ def restore(core: SchedulerCore, text: str) -> None:
         claims = data["claims"]
     else:
         fmt = data["format"]
-        fields = _HOST_FIELDS if fmt >= 7 else _HOST_FIELDS_6 if fmt >= 4 else _HOST_FIELDS_3
+        fields = (
+            _HOST_FIELDS
+            if fmt >= 8
+            else _HOST_FIELDS_7
+            if fmt >= 7
+            else _HOST_FIELDS_6
+            if fmt >= 4
+            else _HOST_FIELDS_3
+        )
         rows = _rows(data["hosts"], (*fields, "reported_at"), "hosts")
         facts = _host_facts(data.get("host_facts")) if fmt >= 7 else []
         hosts = [

@@ -122,6 +122,11 @@ _SAME_NAME = (
     "AggregateTypeAffinityFilter",
     "ComputeCapabilitiesFilter",
     "ImagePropertiesFilter",
+    "AggregateNumInstancesFilter",
+    "AggregateIoOpsFilter",
+    "IsolatedHostsFilter",
+    "AggregateImagePropertiesIsolation",
+    "JsonFilter",
 )
 # gone from Nova (Stein removed the resource filters, 2024.1 the zone filter); kept
 # under their names for a configuration written for Nova 18
@@ -154,12 +159,16 @@ _WEIGHERS = {
     "NumInstancesWeigher": "num_instances_weight_multiplier",
     "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
     "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
+    "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
 }
 # Nova's other weighers: each reads what actorsched's hosts do not report (or is
 # not built), so every host weighs the same on it and it changes no order
 _NO_OP_WEIGHERS = {
-    "BuildFailureWeigher": "no compute reports failed builds to actorsched",
-    "HypervisorVersionWeigher": "not built: a host's hypervisor_version weighs nothing",
+    # Nova's weighs a compute's recent failed boots (the failed_builds stat its
+    # resource tracker keeps in the compute node, reset by a success); actorsched's
+    # host reports are not made from those stats and it learns of no failed build
+    # (a reschedule is a request like another), so every host has 0: not built
+    "BuildFailureWeigher": "nothing reports failed builds to actorsched",
     "CrossCellWeigher": "actorsched serves one cell",
     "MetricsWeigher": "hosts report no metrics",
     "PCIWeigher": "hosts report no PCI devices",
@@ -327,8 +336,12 @@ def read(path: str) -> NovaConfig:
         )
     classes = [c.rsplit(".", 1)[-1] for c in values[("filter_scheduler", "weight_classes")]]
     every = _ALL_WEIGHERS in classes
+    nova_18 = scheduler["nova_release"][0] == 18
     for weigher, setting in _WEIGHERS.items():
         on = every or weigher in classes
+        if nova_18 and weigher == "HypervisorVersionWeigher" and weigher not in classes:
+            put(setting, 0.0, "filter_scheduler", "enabled_filters (Nova 18 had no such weigher)")
+            continue
         multiplier = values[("filter_scheduler", setting)] if on else 0.0
         put(setting, float(multiplier), "filter_scheduler", setting if on else "weight_classes")
     noops = [w for w in _NO_OP_WEIGHERS if every or w in classes]
@@ -354,8 +367,22 @@ def read(path: str) -> NovaConfig:
         "shuffle_best_same_weighed_hosts",
         "max_instances_per_host",
         "max_io_ops_per_host",
+        "isolated_images",
+        "isolated_hosts",
+        "restrict_isolated_hosts_to_isolated_images",
+        "aggregate_image_properties_isolation_separator",
     ):
         put(setting, values[("filter_scheduler", setting)], "filter_scheduler", setting)
+    namespace = values[("filter_scheduler", "aggregate_image_properties_isolation_namespace")]
+    if namespace:
+        option = "aggregate_image_properties_isolation_namespace"
+        put(option, namespace, "filter_scheduler", option)
+        if "AggregateImagePropertiesIsolation" in (n.rsplit(".", 1)[-1] for n in nova_filters):
+            warnings.append(
+                f"[filter_scheduler] {option} is set: AggregateImagePropertiesIsolation compares "
+                "only the aggregate keys in that namespace (Nova 34 warns that this option "
+                "is deprecated: [scheduler] enable_isolated_aggregate_filtering replaces it)"
+            )
     put("max_attempts", values[("scheduler", "max_attempts")], "scheduler", "max_attempts")
     for resource in ("cpu", "ram", "disk"):
         option = f"{resource}_allocation_ratio"

@@ -18,9 +18,12 @@ Rules this module keeps:
   yet (another resource class, PCI aliases, NUMA and CPU pinning, requested
   aggregates) refuses the request with :class:`Unsupported`, naming the
   field. The image properties ImagePropertiesFilter reads become
-  ``image_properties``; the flavor's extra specs, which
-  ComputeCapabilitiesFilter and AggregateInstanceExtraSpecsFilter read,
-  ``extra_specs``.
+  ``image_properties`` (every property of the image, as Nova's ``str()`` of
+  it, when AggregateImagePropertiesIsolation is enabled); the image's id,
+  which IsolatedHostsFilter reads, ``image_id``; the ``query`` scheduler
+  hint, when JsonFilter is enabled, ``query``; the flavor's extra specs,
+  which ComputeCapabilitiesFilter and AggregateInstanceExtraSpecsFilter
+  read, ``extra_specs``.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ _RESOURCE_OVERRIDES = {
 _UNSUPPORTED_SPEC_PREFIXES = ("hw:numa_", "pci_passthrough:", "accel:")
 _UNSUPPORTED_SPECS = ("hw:cpu_policy", "hw:mem_page_size", "hw:cpu_thread_policy")
 _MAX_FORCED = 10_000
+_MAX_PROPERTY = 255  # an aggregate metadata value's length, Nova's and actorsched's
 _POLICIES: tuple[Policy, ...] = ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity")
 
 
@@ -196,9 +200,11 @@ def _check_supported(extra_specs: Mapping[str, str]) -> None:
             )
 
 
-def _image_properties(props: Mapping[str, Any]) -> dict[str, str]:
+def _image_properties(props: Mapping[str, Any], every: bool) -> dict[str, str]:
     """The image properties ImagePropertiesFilter reads, as text (Nova sends
-    ``hw_maxphysaddr_bits`` as a number); the others are not read."""
+    ``hw_maxphysaddr_bits`` as a number); with ``every`` (AggregateImagePropertiesIsolation
+    is enabled) all of them, each as Nova's ``str()`` of it, but those Nova holds
+    as false (that filter passes them over)."""
     found: dict[str, str] = {}
     for key in IMAGE_PROPERTIES:
         value = props.get(key)
@@ -207,7 +213,41 @@ def _image_properties(props: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise UnsupportedObject(f"image property {key} must be text, got {value!r}")
         found[key] = str(value)
+    if not every:
+        return found
+    for key, value in props.items():
+        if key in found or not value:
+            continue
+        scalars = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str | int | float) for v in scalars):
+            raise Unsupported(
+                f"image property {key}={value!r}: AggregateImagePropertiesIsolation compares "
+                "text, numbers and lists of them only"
+            )
+        text = str(value)  # as Nova's filter: str(prop)
+        if len(text) > _MAX_PROPERTY or not text.isprintable():
+            # no aggregate's value can be it (a value is at most that long, printable),
+            # and none can be a text with a comma (the filter splits values at
+            # commas): as Nova, a host with that key in its aggregates fails
+            text = ","
+        found[key] = text
     return found
+
+
+def _query(hints: Mapping[str, Any]) -> str | None:
+    """The ``query`` scheduler hint (Nova's ``get_scheduler_hint``: a list of one
+    text is that text), or None."""
+    value = hints.get("query")
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Unsupported(
+            f"scheduler hint query={value!r}: JsonFilter reads one JSON text (Nova's "
+            "JsonFilter raises TypeError on anything else)"
+        )
+    return value
 
 
 def _group(data: Mapping[str, Any] | None) -> tuple[ServerGroup | None, tuple[str, ...]]:
@@ -316,13 +356,24 @@ def request_from_primitive(
         flavor_name=flavor.get("name"),
         extra_specs=extra_specs,
         project_id=spec.get("project_id"),
-        image_properties=_image_properties(props),
+        image_properties=_image_properties(props, "AggregateImagePropertiesIsolation" in filters),
+        image_id=_image_id(image),
+        query=_query(hints) if "JsonFilter" in filters else None,
         force_hosts=_strings(spec.get("force_hosts"), "spec_obj.force_hosts"),
         force_nodes=_strings(spec.get("force_nodes"), "spec_obj.force_nodes"),
         requested_destination=requested,
     )
     rebuild = hints.get("_nova_check_type") == ["rebuild"]
     return NovaRequest(spec=request, is_rebuild=rebuild, group_hosts=group_hosts)
+
+
+def _image_id(image: Mapping[str, Any] | None) -> str | None:
+    """The image's id (Nova's ``spec_obj.image.id``; None when unset: a boot from
+    volume may have none)."""
+    found = image.get("id") if image else None
+    if found is not None and not isinstance(found, str):
+        raise UnsupportedObject(f"spec_obj.image.id must be text, got {found!r}")
+    return found
 
 
 def compute_node_uuid(node: str) -> str:

@@ -279,6 +279,8 @@ def test_every_request_field_but_the_resources_leaves_the_resources_only_path() 
         "project_id": "p1",
         "extra_specs": {"ssd": "true"},
         "image_properties": {"hw_architecture": "x86_64"},
+        "image_id": "image-1",
+        "query": '[">=", "$free_ram_mb", 1024]',
     }
     for field in NON_RESOURCE_FIELDS:
         spec = make_spec(**{field: asked.get(field, ["x"])})

@@ -597,6 +597,58 @@ def test_nova_alternates_are_chosen_after_every_instance_is_claimed(
     assert [single.host, *single.alternates] == ["host2", "host0", "host1"]
 
 
+def _filling_hosts(core: SchedulerCore) -> None:
+    # 8 GB each; an instance of 4 GB fills h0, which has the most vCPUs (32)
+    for name, used, vcpus in (("h0", 4 * MB, 32), ("h1", 2 * MB, 8), ("h2", 4 * MB, 16)):
+        core.update_host(
+            make_report(name, memory_mb=8 * MB, memory_mb_used=used, vcpus=vcpus, local_gb=200),
+            now=0.0,
+        )
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@PATHS
+def test_nova_34_weighs_the_hosts_a_multi_create_filled_for_its_later_instances(
+    path: Callable[[SchedulerCore], None], shuffle: bool
+) -> None:
+    # Nova 34's SchedulerManager._schedule weighs Placement's candidates for one
+    # instance for each instance: for the second, h0 (filled by the first) is
+    # weighed too, its 31 free vCPUs and its I/O operation set the CPU and I/O
+    # weighers' range, and h1 (the most RAM) wins over h2; h0 is never taken
+    config = make_config(nova_release=34, shuffle_best_same_weighed_hosts=shuffle)
+    core = make_core(config)
+    path(core)
+    _filling_hosts(core)
+    spec = make_spec("a", "b", memory_mb=4 * MB, vcpus=2, disk_gb=40)
+    plan = core.plan(spec, now=1.0)
+    assert [(i.host, i.alternates, i.passing_hosts) for i in plan.instances] == [
+        ("h0", ["h2"], 3),
+        ("h1", ["h2"], 2),  # the hosts with room for it: h1, h2
+    ]
+    # the plan's weights are those it was ranked by: over h0, h1 and h2
+    [second] = plan.instances[1].candidates
+    assert second.host == "h1"
+    assert second.total == pytest.approx(2.254, abs=1e-3)
+    assert [s.host for s in core.select_destinations(spec, now=1.0)] == ["h0", "h1"]
+
+
+def test_nova_18_weighs_the_hosts_with_room_for_each_later_instance() -> None:
+    # Nova 18 (the default): the second instance is weighed over h1 and h2 only
+    core = make_core()
+    _filling_hosts(core)
+    spec = make_spec("a", "b", memory_mb=4 * MB, vcpus=2, disk_gb=40)
+    assert [s.host for s in core.select_destinations(spec, now=1.0)] == ["h0", "h2"]
+
+
+def test_nova_34_never_takes_a_filled_host_for_a_later_instance() -> None:
+    # one host with room for one instance: the second fails, nothing is claimed
+    core = make_core(make_config(nova_release=34))
+    core.update_host(make_report("h0", memory_mb=2 * MB), now=0.0)
+    with pytest.raises(NoValidHost, match="instance 2 of 2"):
+        core.select_destinations(make_spec("a", "b", memory_mb=2 * MB), now=1.0)
+    assert core.claims() == {}
+
+
 @pytest.mark.parametrize("subset", [1, 3])
 def test_nova_alternates_never_include_a_host_chosen_for_the_same_request(subset: int) -> None:
     for seed in range(10):

@@ -419,3 +419,89 @@ def test_per_host_filter_sees_current_figures() -> None:
     with pytest.raises(NoValidHost):
         core.select_destinations(make_spec("b", memory_mb=1025), now=1.0)
     assert _pick(core, "c", memory_mb=1024) == "h1"
+
+
+# -- HypervisorVersionWeigher (Nova 34's test_weights_hypervisor_version.py) ------------
+
+# Nova's hosts: host1 ... host4 with hypervisor versions 1, 200, 100 and 1000
+_VERSIONS = {"host1": 1, "host2": 200, "host3": 100, "host4": 1000}
+_VERSION_ONLY: dict[str, object] = {  # every other weigher off: its weight alone
+    "ram_weight_multiplier": 0.0,
+    "cpu_weight_multiplier": 0.0,
+    "disk_weight_multiplier": 0.0,
+    "io_ops_weight_multiplier": 0.0,
+    "nova_release": 34,
+}
+
+
+def _versions_plan(**config: object) -> list[tuple[str, float]]:
+    """(host, weight) of every host, best first, as the plan ranks them."""
+    core = make_core(make_config(max_attempts=10, **{**_VERSION_ONLY, **config}))
+    for host, version in _VERSIONS.items():
+        core.update_host(make_report(host, hypervisor_version=version), now=0.0)
+    plan = core.plan(make_spec("vm"), now=1.0)
+    return [(c.host, c.total) for c in plan.instances[0].candidates]
+
+
+def test_hypervisor_version_multiplier_default() -> None:
+    # Nova 34's default multiplier 1.0 (a nova.conf sets it): the newest weighs 1.0
+    ranked = _versions_plan(hypervisor_version_weight_multiplier=1.0)
+    assert ranked[0][0] == "host4"
+    assert ranked[0][1] == pytest.approx(1.0)
+
+
+def test_hypervisor_version_multiplier_default_full_ordering() -> None:
+    ranked = _versions_plan(hypervisor_version_weight_multiplier=1.0)
+    assert [host for host, _ in ranked] == ["host4", "host2", "host3", "host1"]
+
+
+def test_hypervisor_version_multiplier_none() -> None:
+    ranked = _versions_plan(hypervisor_version_weight_multiplier=0.0)
+    assert ranked[0][1] == 0.0
+
+
+def test_hypervisor_version_multiplier_positive() -> None:
+    ranked = _versions_plan(hypervisor_version_weight_multiplier=2.0)
+    assert ranked[0][0] == "host4"
+    assert ranked[0][1] == pytest.approx(2.0)
+
+
+def test_hypervisor_version_multiplier_negative() -> None:
+    ranked = _versions_plan(hypervisor_version_weight_multiplier=-1.0)
+    assert ranked[0][0] == "host1"
+
+
+def test_hypervisor_version_weigher_reads_an_aggregates_multiplier_and_none_is_zero() -> None:
+    # get_weight_multiplier: an aggregate's hypervisor_version_weight_multiplier; a
+    # host that reports no version weighs as version 0
+    config = {**_VERSION_ONLY, "hypervisor_version_weight_multiplier": 1.0}
+    core = make_core(make_config(max_attempts=10, **config))
+    core.update_host(make_report("old", hypervisor_version=1000), now=0.0)
+    core.update_host(make_report("new", hypervisor_version=2000), now=0.0)
+    core.update_host(make_report("none"), now=0.0)
+    assert _pick(core, "a") == "new"
+    core.create_aggregate("flip", {"hypervisor_version_weight_multiplier": "-1"}, ["new"])
+    assert _pick(core, "b") == "old"  # new: -1 x 1.0, old: 1 x 0.5, none: 0
+    # a multiplier of 0 configured: an aggregate's still turns it on for its hosts
+    core = make_core(make_config(max_attempts=10, **_VERSION_ONLY))
+    core.update_host(make_report("old", hypervisor_version=1000), now=0.0)
+    core.update_host(make_report("new", hypervisor_version=2000), now=0.0)
+    assert _pick(core, "c") == "old"  # nothing weighs: the first row
+    core.create_aggregate("on", {"hypervisor_version_weight_multiplier": "3"}, ["new"])
+    assert _pick(core, "d") == "new"
+
+
+def test_hypervisor_version_weigher_is_nova_34s_and_silent_on_one_version() -> None:
+    # Nova 18 had no such weigher: not built by default, nor under Nova 18's rules
+    names = {w.name for w in make_core().weighers}
+    assert "HypervisorVersionWeigher" not in names
+    nova_34 = make_core(make_config(nova_release=34, hypervisor_version_weight_multiplier=1.0))
+    assert "HypervisorVersionWeigher" in {w.name for w in nova_34.weighers}
+    # every host of one version: it says nothing, and the shortcut still answers
+    for host in ("h1", "h2"):
+        nova_34.update_host(make_report(host, hypervisor_version=5), now=0.0)
+    [weigher] = [w for w in nova_34.weighers if w.name == "HypervisorVersionWeigher"]
+    ctx = PlacementContext(make_spec(), nova_34.config, 1.0, nova_34.ledger, nova_34.locate)
+    assert weigher.weigh_all(nova_34.table, ctx) is None
+    nova_34.update_host(make_report("h3", hypervisor_version=6), now=0.0)
+    assert _pick(nova_34) == "h3"

@@ -109,6 +109,10 @@ def test_a_format_6_snapshot_restores_with_no_host_facts() -> None:
     data = json.loads(encode(capture(core)))
     assert data.pop("host_facts") == []
     assert data["hosts"].pop("host_facts") == [None]
+    for column in ("vcpus_reserved", "local_gb_reserved"):  # format 8's
+        assert set(data["hosts"].pop(column)) <= {0}
+    for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
+        assert set(data["hosts"].pop(column)) <= {None}
     data["format"] = 6
     again = SchedulerCore(CONFIG)
     restore(again, json.dumps(data))

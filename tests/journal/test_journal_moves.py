@@ -119,6 +119,10 @@ def test_a_format_4_snapshot_still_restores() -> None:
     assert data.pop("moves") == []
     assert data.pop("host_facts") == []
     assert data["hosts"].pop("host_facts") == [None]
+    for column in ("vcpus_reserved", "local_gb_reserved"):  # format 8's
+        assert set(data["hosts"].pop(column)) <= {0}
+    for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
+        assert set(data["hosts"].pop(column)) <= {None}
     assert data["claims"].pop("priority") == [0]
     assert data["claims"].pop("preempted") == [[]]
     del data["requests"]

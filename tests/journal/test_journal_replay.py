@@ -197,6 +197,9 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         "wait": None,
         # what ImagePropertiesFilter reads, absent from older records (no image asked)
         "image_properties": {},
+        # what IsolatedHostsFilter and JsonFilter read, absent from older records
+        "image_id": None,
+        "query": None,
     }
     group_defaults = {
         name: field.get_default(call_default_factory=True)

@@ -40,7 +40,7 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 7
+    assert data["format"] == SNAPSHOT_FORMAT == 8
     assert data["host_facts"] == []  # no host reports facts
     assert set(data["hosts"]["host_facts"]) == {None}
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
@@ -65,6 +65,10 @@ def format_5(core: SchedulerCore) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(encode(capture(core)))
     assert data.pop("host_facts") == []  # format 6 and before kept no host facts
     assert set(data["hosts"].pop("host_facts")) <= {None}
+    for column in ("vcpus_reserved", "local_gb_reserved"):  # format 8's
+        assert set(data["hosts"].pop(column)) <= {0}
+    for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
+        assert set(data["hosts"].pop(column)) <= {None}
     assert set(data["claims"].pop("priority")) <= {0}
     assert all(not p for p in data["claims"].pop("preempted"))
     del data["requests"]
@@ -170,7 +174,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=8), "unknown snapshot format"),
+        (lambda d: d.update(format=9), "unknown snapshot format"),
         (lambda d: d["hosts"].pop("node"), "snapshot hosts must have exactly the columns"),
         (lambda d: d["hosts"].pop("host_facts"), "snapshot hosts must have exactly the columns"),
         (lambda d: d.update(host_facts={}), "snapshot host_facts must be a list"),

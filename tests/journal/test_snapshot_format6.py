@@ -65,7 +65,7 @@ def _preempting_core() -> SchedulerCore:
 def test_priority_preempted_and_kept_requests_round_trip() -> None:
     core = _preempting_core()
     data = json.loads(encode(capture(core)))
-    assert data["format"] == SNAPSHOT_FORMAT  # 7: format 6's fields, and host facts
+    assert data["format"] == SNAPSHOT_FORMAT  # 8: format 6's fields, host facts, units
     claims = data["claims"]
     new = zip(claims["priority"], claims["preempted"], strict=True)
     by_uuid = dict(zip(claims["instance_uuid"], new, strict=True))
@@ -159,6 +159,10 @@ def _format_5(core: SchedulerCore) -> str:
     data = json.loads(encode(capture(core)))
     del data["claims"]["priority"], data["claims"]["preempted"], data["requests"]
     del data["host_facts"], data["hosts"]["host_facts"]  # format 7's
+    for column in ("vcpus_reserved", "local_gb_reserved"):  # format 8's
+        assert set(data["hosts"].pop(column)) <= {0}
+    for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
+        assert set(data["hosts"].pop(column)) <= {None}
     data["format"] = 5
     return json.dumps(data)
 
@@ -329,7 +333,7 @@ Damage = Callable[[dict[str, Any]], object]
             lambda d: _requests(d)["specs"][2].update(memory_mb="2048"),
             "snapshot request spec 2 does not parse",
         ),
-        (lambda d: d.update(format=8), "unknown snapshot format"),
+        (lambda d: d.update(format=9), "unknown snapshot format"),
     ],
 )
 def test_damaged_new_fields_are_refused_by_name(damage: Damage, message: str) -> None:
@@ -342,6 +346,10 @@ def test_damaged_new_fields_are_refused_by_name(damage: Damage, message: str) ->
 def test_a_format_5_snapshot_with_format_6_columns_is_refused() -> None:
     data = json.loads(encode(capture(_preempting_core())))
     del data["host_facts"], data["hosts"]["host_facts"]  # format 7's
+    for column in ("vcpus_reserved", "local_gb_reserved"):  # format 8's
+        assert set(data["hosts"].pop(column)) <= {0}
+    for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
+        assert set(data["hosts"].pop(column)) <= {None}
     data["format"] = 5
     with pytest.raises(ValueError, match="snapshot claims must have exactly the columns"):
         restore(SchedulerCore(CONFIG), json.dumps(data))

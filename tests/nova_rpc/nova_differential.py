@@ -2,9 +2,10 @@
 
 The generator half is plain Python, imported by ``test_differential.py`` in
 actorsched's venv as well: :func:`generate` makes one case (hosts of random
-sizes and usage, host aggregates with availability zones, allocation ratios
-and metadata, server groups with members on hosts, traits, a flavor with
-extra specs, one request) from a seed, and :func:`tags` names the known
+sizes, usage and hypervisor versions, host aggregates with availability
+zones, allocation ratios and metadata, server groups with members on hosts,
+traits, a flavor with extra specs, an image's id and properties, a query
+hint, one request) from a seed, and :func:`tags` names the known
 differences a case can hit. The Nova half runs in Nova's venv::
 
     .venv-nova/bin/python tests/nova_rpc/nova_differential.py CASES.json
@@ -41,7 +42,6 @@ from typing import Any
 __all__ = [
     "CONFIGS",
     "FORMER",
-    "IN_PROGRESS_TAGS",
     "KNOWN_TAGS",
     "features",
     "generate",
@@ -70,6 +70,17 @@ _AGGREGATE_FILTERS = (
     "AggregateTypeAffinityFilter",
 )
 _LIMIT_FILTERS = ("NumInstancesFilter", "IoOpsFilter")
+# Nova's opt-in filters: per-aggregate limits, image isolation, the query hint
+_OPTIONAL_FILTERS = (
+    "AggregateNumInstancesFilter",
+    "AggregateIoOpsFilter",
+    "IsolatedHostsFilter",
+    "AggregateImagePropertiesIsolation",
+    "JsonFilter",
+)
+# the images IsolatedHostsFilter isolates, and another one (Glance ids are uuids)
+ISOLATED_IMAGE = "11111111-1111-4111-8111-111111111111"
+OTHER_IMAGE = "22222222-2222-4222-8222-222222222222"
 
 # Each configuration: Nova's enabled_filters and the [filter_scheduler] options
 # it sets (the rest are Nova 34's defaults; weight_classes is all_weighers).
@@ -114,6 +125,26 @@ CONFIGS: dict[str, dict[str, Any]] = {
             "max_io_ops_per_host": 5,
         },
     },
+    "optional": {
+        "filters": [*NOVA_DEFAULT_FILTERS, *_OPTIONAL_FILTERS],
+        "options": {
+            "max_instances_per_host": 6,
+            "max_io_ops_per_host": 4,
+            "isolated_images": [ISOLATED_IMAGE],
+            "isolated_hosts": ["h00", "h03"],
+        },
+    },
+    "optional_loose": {
+        "filters": [*NOVA_DEFAULT_FILTERS, *_LIMIT_FILTERS, *_OPTIONAL_FILTERS],
+        "options": {
+            "isolated_images": [ISOLATED_IMAGE],
+            "isolated_hosts": ["h01"],
+            "restrict_isolated_hosts_to_isolated_images": False,
+            "aggregate_image_properties_isolation_namespace": "os",
+            "aggregate_image_properties_isolation_separator": "_",
+            "hypervisor_version_weight_multiplier": -2.0,
+        },
+    },
     "ram_only": {
         "filters": [*NOVA_DEFAULT_FILTERS, "AggregateTypeAffinityFilter"],
         "options": {
@@ -131,25 +162,10 @@ CONFIG_NAMES = tuple(CONFIGS)
 INITIAL_RATIOS = {"ram": 1.0, "cpu": 4.0, "disk": 1.0}
 
 # Known differences between actorsched and Nova 34 that a case may hit: each is a
-# flag of the generator; :func:`tags` names those a case hits, but for
-# several_instances_weigh_full_hosts, which only the comparison sees (it depends
-# on the hosts chosen). The asserted cases are generated with no flag on.
-# (Former known differences, now asserted: :data:`FORMER`.)
-KNOWN_TAGS: dict[str, str] = {
-    "several_instances_weigh_full_hosts": (
-        "a later instance of a multi-create: Nova weighs Placement's candidates for one "
-        "instance (nova/scheduler/manager.py _schedule), hosts an earlier instance filled "
-        "too, and their figures move the normalization; actorsched weighs the hosts that fit"
-    ),
-    "aggregate_weight_multiplier": (
-        "an aggregate sets a *_weight_multiplier: Nova 34 weighs that host with it "
-        "(nova/scheduler/utils.py get_weight_multiplier); in progress in actorsched"
-    ),
-    "aggregate_allocation_ratio": (
-        "an aggregate sets a *_allocation_ratio (maybe '0'): Nova 34 has no Aggregate*Filter "
-        "and ignores it; in progress in actorsched"
-    ),
-}
+# flag of the generator, and :func:`tags` names those a case hits. The asserted
+# cases are generated with no flag on. None is left (the former ones, now
+# asserted: :data:`FORMER`); the machinery stays for the next one.
+KNOWN_TAGS: dict[str, str] = {}
 # Former known differences: actorsched agrees with Nova 34 there now. The generator
 # makes them in the asserted cases (no flag); :func:`features` names those a case
 # exercises, so the coverage test sees that the asserted cases hold enough of each.
@@ -180,9 +196,24 @@ FORMER: dict[str, str] = {
         "(:func:`refuses`); Nova's extra_specs_ops raises ValueError when its filter gets "
         "to the value, so whenever Nova raises actorsched refuses"
     ),
+    "aggregate_weight_multiplier": (
+        "an aggregate of a host Placement names sets a *_weight_multiplier ('0' and negative "
+        "ones too): both weigh that host with it, the smallest of its aggregates' values "
+        "(nova/scheduler/utils.py get_weight_multiplier)"
+    ),
+    "several_instances_weigh_full_hosts": (
+        "a later instance of a multi-create over hosts that fill after an instance or two: "
+        "Nova weighs Placement's candidates for one instance (nova/scheduler/manager.py "
+        "_schedule), hosts an earlier instance filled too, so their figures (clamped to the "
+        "minval) move the normalization, and claims on the first in weighed order that has "
+        "room; actorsched too under nova_release 34"
+    ),
+    "aggregate_allocation_ratio": (
+        "an aggregate of a host Placement names sets a *_allocation_ratio (maybe '0'): Nova "
+        "34 has no Aggregate*Filter and ignores it, Placement and the CPUWeigher read the "
+        "compute node's own ratio; so does actorsched under nova_release 34"
+    ),
 }
-# known and being changed in actorsched by another engineer: reported, not asserted
-IN_PROGRESS_TAGS = frozenset({"aggregate_weight_multiplier", "aggregate_allocation_ratio"})
 
 _ZONES = ("az1", "az2", "az3")
 _TRAITS = ("HW_CPU_X86_AVX2", "HW_CPU_X86_AVX512F", "CUSTOM_SSD", "CUSTOM_GPU")
@@ -235,6 +266,30 @@ _WEIGHT_MULTIPLIER_KEYS = (
     "io_ops_weight_multiplier",
 )
 _RATIO_KEYS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
+# image properties AggregateImagePropertiesIsolation compares (none ImagePropertiesFilter
+# reads): the values an aggregate may give each, and an image (Nova's ImageMetaProps
+# coerces each, and the filter compares str() of it: the text here)
+_IMAGE_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "os_type": ("linux", "windows"),
+    "os_distro": ("ubuntu", "rhel", "ubuntu,rhel"),
+    "hw_cpu_cores": ("2", "4"),
+    "os_require_quiesce": ("True",),
+}
+# JsonFilter queries over what actorsched holds of Nova's HostState
+_QUERIES: tuple[Any, ...] = (
+    [">=", "$free_ram_mb", 4096],
+    ["<", "$num_instances", 4],
+    ["not", ["=", "$host", "h01"]],
+    ["or", [">", "$vcpus_total", 16], ["<=", "$num_io_ops", 1]],
+    ["and", [">=", "$free_disk_mb", 102400], [">=", "$total_usable_ram_mb", 8192]],
+    ["in", "$hypervisor_version", 8002000, 9001000],
+    [">", "$hypervisor_version", 8002000],
+    ["=", "$foo", 1, 1],
+    ["not", ["<", "$free_ram_mb", 2048], False],
+    [],
+)
+# hypervisor versions a compute reports (HypervisorVersionWeigher, JsonFilter)
+_VERSIONS = (8002000, 8002000, 9001000, 7000000)
 _NUMERIC_OPS = ("=", "==", "!=", ">=", "<=")
 
 
@@ -251,9 +306,9 @@ def ratio(host: Mapping[str, Any], kind: str) -> float:
 # -- the generator (plain Python, both venvs) ----------------------------------
 
 
-def _host(rng: random.Random, name: str, hits: frozenset[str], over: bool) -> dict[str, Any]:
-    """One host; ``over``: its RAM and disk over-committed, used past its own size."""
-    several = "several_instances_weigh_full_hosts" in hits
+def _host(rng: random.Random, name: str, several: bool, over: bool) -> dict[str, Any]:
+    """One host; ``over``: its RAM and disk over-committed, used past its own size;
+    ``several``: it fills by its RAM after an instance or two."""
     memory_mb, vcpus, local_gb = rng.choice(_HOST_MODELS)
     if several:  # little RAM beside many vCPUs or much disk: a host fills by its RAM
         memory_mb = rng.choice((4096, 8192))
@@ -294,12 +349,15 @@ def _host(rng: random.Random, name: str, hits: frozenset[str], over: bool) -> di
     if rng.random() < 0.04:  # likewise, its disk
         host["ratios"]["disk"] = 1.0
         host["local_gb_used"] = local_gb + 10
+    host["hypervisor_version"] = rng.choice(_VERSIONS)
     return host
 
 
 def _aggregates(
-    rng: random.Random, hosts: list[dict[str, Any]], hits: frozenset[str]
+    rng: random.Random, hosts: list[dict[str, Any]], optional: bool
 ) -> list[dict[str, Any]]:
+    """The cluster's aggregates; ``optional``: Nova's opt-in filters are on, so the
+    keys they read are more frequent."""
     names = [h["host"] for h in hosts]
     zone_of: dict[str, str] = {}
     out: list[dict[str, Any]] = []
@@ -326,10 +384,17 @@ def _aggregates(
             metadata["instance_type"] = ",".join(rng.sample(sorted(_FLAVORS), rng.randint(1, 3)))
         if rng.random() < 0.15:
             metadata["tier"] = "fast"  # not a number for the numeric operators
-        if "aggregate_weight_multiplier" in hits and rng.random() < 0.5:
+        if rng.random() < 0.15:  # a weigher's multiplier for the aggregate's hosts
             metadata[rng.choice(_WEIGHT_MULTIPLIER_KEYS)] = rng.choice(("2.0", "-1.0", "0"))
-        if "aggregate_allocation_ratio" in hits and rng.random() < 0.5:
+        if rng.random() < 0.15:  # Nova 34 reads no aggregate's allocation ratio
             metadata[rng.choice(_RATIO_KEYS)] = rng.choice(("0", "0.5", "2.0"))
+        if rng.random() < 0.12:  # AggregateNumInstancesFilter's limit
+            metadata["max_instances_per_host"] = rng.choice(("2", "3", "XXX"))
+        if rng.random() < 0.12:  # AggregateIoOpsFilter's limit
+            metadata["max_io_ops_per_host"] = rng.choice(("1", "2", "XXX"))
+        if rng.random() < (0.7 if optional else 0.3):  # AggregateImagePropertiesIsolation's
+            key = rng.choice(sorted(_IMAGE_PROPERTIES))
+            metadata[key] = rng.choice(_IMAGE_PROPERTIES[key])
         out.append({"name": f"agg{index}", "hosts": members, "metadata": metadata})
     return out
 
@@ -364,12 +429,12 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
     """One case from ``seed``: a cluster, a configuration and one request.
 
     ``hits`` names the known differences (:data:`KNOWN_TAGS`) the case may
-    hit (the generator's flags: hosts that fill by their RAM, aggregate
-    weight multipliers and allocation ratios). With none, :func:`tags` of
-    the case is empty. Every case may hold what the former differences
-    (:data:`FORMER`) are about: hosts used past their capacity, the default
-    zone asked, filter_tenant_id<suffix> keys, 0-vCPU hosts, boots from
-    volume beside full disks, a numeric extra spec against "fast".
+    hit (the generator's flags). With none, :func:`tags` of the case is
+    empty. Every case may hold what the former differences (:data:`FORMER`)
+    are about: hosts used past their capacity, the default zone asked,
+    filter_tenant_id<suffix> keys, 0-vCPU hosts, boots from volume beside
+    full disks, a numeric extra spec against "fast", aggregate weight
+    multipliers and allocation ratios, multi-creates over hosts that fill.
     """
     wanted = frozenset(hits)
     unknown = wanted - set(KNOWN_TAGS)
@@ -377,7 +442,8 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
         raise ValueError(f"unknown differences {sorted(unknown)}; known: {sorted(KNOWN_TAGS)}")
     rng = random.Random(f"nova-differential-{seed}-{','.join(sorted(wanted))}")
     config = CONFIG_NAMES[seed % len(CONFIG_NAMES)]
-    several = "several_instances_weigh_full_hosts" in wanted
+    # a multi-create over hosts that fill by their RAM after an instance or two
+    several = rng.random() < 0.2
     count = rng.choice((3, 4, 5, 6) if several else (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24))
     hosts: list[dict[str, Any]] = []
     over = rng.random() < 0.3  # hosts over-committed past their own RAM and disk
@@ -387,10 +453,11 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
             twin["host"] = f"h{i:02d}"
             hosts.append(twin)
         else:
-            hosts.append(_host(rng, f"h{i:02d}", wanted, over))
+            hosts.append(_host(rng, f"h{i:02d}", several, over))
     for h in hosts:
         h["instances"] = [_uuid(rng) for _ in range(rng.choice((0, 0, 1, 2, 3, 5, 6, 8)))]
-    aggregates = _aggregates(rng, hosts, wanted)
+    optional = "JsonFilter" in CONFIGS[config]["filters"]  # the opt-in filters are on
+    aggregates = _aggregates(rng, hosts, optional)
     flavor = rng.choice(("m1.small", "m1.medium") if several else sorted(_FLAVORS))
     if rng.random() < 0.1:
         flavor = "boot.small"  # boot from volume: no DISK_GB asked
@@ -433,6 +500,12 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
     if rng.random() < 0.08:
         name = rng.choice(hosts)["host"]
         ignore_hosts = [name.upper() if rng.random() < 0.5 else name]
+    image_id = rng.choice((ISOLATED_IMAGE, OTHER_IMAGE, None, None))
+    image_properties: dict[str, str] = {}
+    if rng.random() < (0.85 if optional else 0.3):
+        for key in rng.sample(sorted(_IMAGE_PROPERTIES), rng.randint(1, 2)):
+            image_properties[key] = rng.choice(_IMAGE_PROPERTIES[key]).split(",")[0]
+    query = rng.choice(_QUERIES) if rng.random() < (0.6 if optional else 0.3) else None
     request: dict[str, Any] = {
         "instances": instances,
         "flavor": flavor,
@@ -448,17 +521,21 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
         "same_host": same_host,
         "different_host": different_host,
         "ignore_hosts": ignore_hosts,
+        "image_id": image_id,
+        "image_properties": image_properties,
+        "query": query,
         "bare": False,
     }
     keys = {k for a in aggregates for k in a["metadata"]}
     if (
         not (extra_specs or zone or group or same_host or different_host or ignore_hosts)
         and not any(k.startswith("filter_tenant_id") or k == "instance_type" for k in keys)
-        and rng.random() < 0.6
+        and rng.random() < 0.8
     ):
         # actorsched is not told the flavor's name and project (the ranking's
-        # shortcut for a request of resources only); no filter here reads them
-        request["bare"] = True
+        # shortcut for a request of resources only); no filter here reads them;
+        # nor is Nova or actorsched told of an image or a query
+        request.update(bare=True, image_id=None, image_properties={}, query=None)
     return {
         "seed": seed,
         "hits": sorted(wanted),
@@ -471,14 +548,7 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
 
 def tags(case: Mapping[str, Any]) -> list[str]:
     """The known differences (:data:`KNOWN_TAGS`) ``case`` may hit, sorted."""
-    found: set[str] = set()
-    for a in case["aggregates"]:
-        for key in a["metadata"]:
-            if key.endswith("_weight_multiplier"):
-                found.add("aggregate_weight_multiplier")
-            if key.endswith("_allocation_ratio"):
-                found.add("aggregate_allocation_ratio")
-    return sorted(found)
+    return []
 
 
 def features(case: Mapping[str, Any]) -> list[str]:
@@ -488,7 +558,10 @@ def features(case: Mapping[str, Any]) -> list[str]:
     filters = CONFIGS[case["config"]]["filters"]
     options = CONFIGS[case["config"]]["options"]
     candidates = set(placement_candidates(case))
+    several = len(request["instances"]) > 1
     for h in case["hosts"]:
+        if several and h["host"] in candidates and not placement_fits(h, request, 2):
+            found.add("several_instances_weigh_full_hosts")  # one instance fills it
         free = (
             ("ram", h["memory_mb"] - h["memory_mb_reserved"] - h["memory_mb_used"]),
             ("cpu", h["vcpus"] * ratio(h, "cpu") - h["vcpus_used"]),
@@ -513,6 +586,14 @@ def features(case: Mapping[str, Any]) -> list[str]:
         found.add("tenant_key_prefix")
     if refuses(case) is not None:
         found.add("extra_spec_not_a_number")
+    for a in case["aggregates"]:
+        if not candidates & set(a["hosts"]):
+            continue
+        for key in a["metadata"]:
+            if key.endswith("_weight_multiplier"):
+                found.add("aggregate_weight_multiplier")
+            if key.endswith("_allocation_ratio"):
+                found.add("aggregate_allocation_ratio")
     return sorted(found)
 
 
@@ -560,7 +641,10 @@ def nova_conf_text(config: str) -> str:
     itself through ``actorsched.nova.conf.read``)."""
     spec = CONFIGS[config]
     lines = ["[filter_scheduler]", "enabled_filters = " + ",".join(spec["filters"])]
-    lines += [f"{option} = {value}" for option, value in spec["options"].items()]
+    lines += [
+        f"{option} = {','.join(value) if isinstance(value, list) else value}"
+        for option, value in spec["options"].items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -670,7 +754,7 @@ class _Nova:
             host=h["host"],
             hypervisor_hostname=h["host"],
             hypervisor_type="QEMU",
-            hypervisor_version=8002000,
+            hypervisor_version=h.get("hypervisor_version", 8002000),
             cpu_info="{}",
             host_ip="192.0.2.1",
             memory_mb=h["memory_mb"],
@@ -742,11 +826,16 @@ class _Nova:
             hints["same_host"] = list(request["same_host"])
         if request["different_host"]:
             hints["different_host"] = list(request["different_host"])
+        if request.get("query") is not None:
+            hints["query"] = [json.dumps(request["query"])]
+        image: dict[str, Any] = {"properties": dict(request.get("image_properties") or {})}
+        if request.get("image_id") is not None:
+            image["id"] = request["image_id"]
         return objects.RequestSpec(
             flavor=flavor,
             num_instances=len(request["instances"]),
             instance_uuid=request["instances"][0],
-            image=objects.ImageMeta.from_dict({"properties": {}}),
+            image=objects.ImageMeta.from_dict(image),
             availability_zone=request["availability_zone"],
             instance_group=group,
             ignore_hosts=list(request["ignore_hosts"]) or None,
@@ -808,20 +897,17 @@ class _Nova:
                 for s in hosts
                 if placement_fits(figures[s.host], request, pending.get(s.host, 0) + 1)
             ]
-            answer: dict[str, Any] = {
-                "uuid": instance,
-                "weighed": [[w.obj.host, float(w.weight)] for w in weighed],
-                "fits": [s.host for s in fits],
-                "chosen": fits[0].host if fits else None,
-                "fit_weighed": None,
-            }
-            if len(fits) < len(hosts):
-                # A later instance of a multi-create: Nova weighs Placement's candidates
-                # for one instance, hosts that no longer fit too. The same weighers over
-                # the hosts that fit alone (what actorsched weighs) answer here as well.
-                again = hm.get_weighed_hosts(fits, spec) if fits else []
-                answer["fit_weighed"] = [[w.obj.host, float(w.weight)] for w in again]
-            answers.append(answer)
+            # a later instance of a multi-create: Nova weighs Placement's candidates for
+            # one instance, the hosts earlier instances filled too, and claims on the
+            # first in weighed order that has room
+            answers.append(
+                {
+                    "uuid": instance,
+                    "weighed": [[w.obj.host, float(w.weight)] for w in weighed],
+                    "fits": [s.host for s in fits],
+                    "chosen": fits[0].host if fits else None,
+                }
+            )
             if not fits:
                 break
             claimed = fits[0]

@@ -1,9 +1,12 @@
 """actorsched's core against Nova 34's own filters and weighers, on seeded random clusters.
 
-Each case (``nova_differential.generate``: hosts of random sizes and usage,
-aggregates with zones and metadata, server groups with members on hosts,
-traits, a flavor with extra specs, one request, one of a few
-configurations) is answered twice:
+Each case (``nova_differential.generate``: hosts of random sizes, usage and
+hypervisor versions, aggregates with zones and metadata, server groups with
+members on hosts, traits, a flavor with extra specs, an image's id and
+properties, a query hint, one request, one of a few configurations, two of
+them with Nova's opt-in filters: AggregateNumInstancesFilter,
+AggregateIoOpsFilter, IsolatedHostsFilter, AggregateImagePropertiesIsolation,
+JsonFilter) is answered twice:
 
 * by Nova 34 in its own venv: one subprocess answers every case
   (``nova_differential.py``, JSON in, JSON out) with Nova's HostState,
@@ -23,11 +26,9 @@ Nova's order among exact ties is arbitrary) and with the same weights; for
 a request of several instances, the same host for each instance. A mismatch
 prints its seed and the whole case.
 
-The asserted cases hit none of the known differences
-(``nova_differential.KNOWN_TAGS``); the generator's flags make cases that
-may hit one, and there every mismatch must be one that the case hits. Each
-known difference also has a minimal case here (:data:`MINIMAL`), expected
-to fail until actorsched agrees. The former known differences
+No known difference remains (``nova_differential.KNOWN_TAGS`` is empty;
+a difference found later gets a tag there, which the generator's flags
+steer cases into, and a minimal case here). The former known differences
 (``nova_differential.FORMER``) are in the asserted cases, each with its
 minimal case asserted here too (:data:`AGREED`).
 
@@ -74,7 +75,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 ASSERTED = 1_200  # seeded cases that hit no known difference: all asserted
-FLAGGED = 50  # seeded cases per known difference that may hit it
 # Nova weights this close are a tie: a weight is a sum of a few normalized terms
 # of order 1; equal figures give bit-equal weights, others may differ by an ulp
 TIE = 1e-9
@@ -82,7 +82,7 @@ WEIGHT = 1e-6  # actorsched's weight of a host may differ from Nova's by roundin
 MAX_ATTEMPTS = 3  # [scheduler] max_attempts: Nova's default, which no configuration sets
 
 
-# -- the minimal case of each known difference ----------------------------------
+# -- the minimal case of each former known difference ---------------------------
 
 
 def _host(name: str, **fields: Any) -> dict[str, Any]:
@@ -209,15 +209,28 @@ AGREED: dict[str, dict[str, Any]] = {
         [_aggregate("agg0", ["h0"], tier="fast"), _aggregate("agg1", ["h1"], tier="3")],
         extra_specs={"aggregate_instance_extra_specs:tier": ">= 2"},
     ),
-}
-
-# name -> the smallest case that shows a known difference (its tag is the case's
-# "hits"); each comment says what Nova 34 does
-MINIMAL: dict[str, dict[str, Any]] = {
+    # ram_weight_multiplier=-1.0 on h0's aggregate: Nova weighs h0's free RAM (the
+    # most) negatively there, so h1 comes first
+    "aggregate_weight_multiplier": _case(
+        "aggregate_weight_multiplier",
+        "default",
+        [_host("h0"), _host("h1", memory_mb_used=2048)],
+        [_aggregate("agg0", ["h0"], ram_weight_multiplier="-1.0")],
+    ),
+    # cpu_allocation_ratio=0 (and a RAM one) on an aggregate: Nova 34 has no
+    # Aggregate*Filter and its CPUWeigher reads the compute node's ratio, so both
+    # hosts pass and weigh by their own ratios
+    "aggregate_allocation_ratio": _case(
+        "aggregate_allocation_ratio",
+        "default",
+        [_host("h0", vcpus_used=4), _host("h1", ratios={"ram": 1.0, "cpu": 4.0, "disk": 1.0})],
+        [_aggregate("agg0", ["h0", "h1"], cpu_allocation_ratio="0", ram_allocation_ratio="0.5")],
+    ),
     # two instances of 4096 MB: the first takes h0 (32 vCPUs), which is then full;
     # for the second Nova weighs h0 too, its 31 free vCPUs and its one I/O operation
     # set the CPU and I/O weighers' range, and h1 (more RAM) wins over h2 (more
-    # vCPUs); over the hosts that fit (h1, h2) Nova's own weighers put h2 first
+    # vCPUs); over the hosts that fit (h1, h2) alone h2 would come first
+    # (actorsched weighed those before, and took h2)
     "several_instances_weigh_full_hosts": _case(
         "several_instances_weigh_full_hosts",
         "default",
@@ -233,23 +246,6 @@ MINIMAL: dict[str, dict[str, Any]] = {
         flavor="m1.medium",
         memory_mb=4096,
     ),
-    # in progress: ram_weight_multiplier=-1.0 on h0's aggregate: Nova weighs h0's free
-    # RAM (the most) negatively there, so h1 comes first
-    "aggregate_weight_multiplier": _case(
-        "aggregate_weight_multiplier",
-        "default",
-        [_host("h0"), _host("h1", memory_mb_used=2048)],
-        [_aggregate("agg0", ["h0"], ram_weight_multiplier="-1.0")],
-    ),
-    # in progress: cpu_allocation_ratio=0 (and a RAM one) on an aggregate: Nova 34 has
-    # no Aggregate*Filter and its CPUWeigher reads the compute node's ratio, so both
-    # hosts pass and weigh by their own ratios
-    "aggregate_allocation_ratio": _case(
-        "aggregate_allocation_ratio",
-        "default",
-        [_host("h0", vcpus_used=4), _host("h1", ratios={"ram": 1.0, "cpu": 4.0, "disk": 1.0})],
-        [_aggregate("agg0", ["h0", "h1"], cpu_allocation_ratio="0", ram_allocation_ratio="0.5")],
-    ),
 }
 
 
@@ -257,12 +253,8 @@ MINIMAL: dict[str, dict[str, Any]] = {
 
 
 def all_cases() -> dict[str, list[dict[str, Any]]]:
-    """Every case, by kind: ``asserted``, ``flagged:<difference>``, ``minimal`` and
-    ``agreed``."""
+    """Every case, by kind: ``asserted`` and ``agreed``."""
     cases = {"asserted": [nd.generate(seed) for seed in range(ASSERTED)]}
-    for tag in nd.KNOWN_TAGS:
-        cases[f"flagged:{tag}"] = [nd.generate(seed, [tag]) for seed in range(FLAGGED)]
-    cases["minimal"] = [{**case, "seed": f"minimal:{name}"} for name, case in MINIMAL.items()]
     cases["agreed"] = [{**case, "seed": f"agreed:{name}"} for name, case in AGREED.items()]
     return cases
 
@@ -336,6 +328,9 @@ def _report(h: Mapping[str, Any]) -> HostReport:
         ram_allocation_ratio=ratios["ram"],
         cpu_allocation_ratio=ratios["cpu"],
         disk_allocation_ratio=ratios["disk"],
+        # what Nova's compute node says of its hypervisor in the harness
+        hypervisor_type="QEMU",
+        hypervisor_version=h.get("hypervisor_version", 8002000),
     )
 
 
@@ -366,6 +361,9 @@ def _spec(request: Mapping[str, Any]) -> RequestSpec:
         flavor_name=None if bare else request["flavor"],
         extra_specs=dict(request["extra_specs"]),
         project_id=None if bare else request["project_id"],
+        image_id=request.get("image_id"),
+        image_properties=dict(request.get("image_properties") or {}),
+        query=None if request.get("query") is None else json.dumps(request["query"]),
     )
 
 
@@ -422,14 +420,11 @@ def _in_order(hosts: Sequence[str], weighed: Sequence[Sequence[Any]]) -> str | N
     return None
 
 
-def compare(
-    case: Mapping[str, Any], nova: Mapping[str, Any], full: Plan, short: Plan
-) -> tuple[list[str], set[str]]:
+def compare(case: Mapping[str, Any], nova: Mapping[str, Any], full: Plan, short: Plan) -> list[str]:
     """What differs between Nova's answer and actorsched's two plans (nothing: they
-    agree), and the known differences seen on the way that no a-priori tag names
-    (``several_instances_weigh_full_hosts``)."""
+    agree)."""
     if nova["error"] is not None:
-        return [f"Nova raised {nova['error']}"], set()
+        return [f"Nova raised {nova['error']}"]
     if len(case["request"]["instances"]) > 1:
         return _compare_several(nova, full, short)
     problems: list[str] = []
@@ -442,7 +437,7 @@ def compare(
             f"passing hosts differ: only Nova passes {sorted(passing - set(ranked))}, "
             f"only actorsched {sorted(set(ranked) - passing)}"
         )
-        return problems, set()
+        return problems
     why = _in_order(ranked, weighed)
     if why is not None:
         problems.append(f"weighed order differs: {why}")
@@ -462,41 +457,39 @@ def compare(
     why = _in_order(chosen, weighed)
     if why is not None:
         problems.append(f"the max_attempts plan {chosen}: {why}")
-    return problems, set()
+    return problems
 
 
-def _compare_several(
-    nova: Mapping[str, Any], full: Plan, short: Plan
-) -> tuple[list[str], set[str]]:
+def _compare_several(nova: Mapping[str, Any], full: Plan, short: Plan) -> list[str]:
     """Several instances: the host of each, while Nova and actorsched placed the
     earlier ones alike (another host of a tie, and the rest need not agree)."""
     for k, answer in enumerate(nova["instances"]):
         hosts = [p.instances[k].host if k < len(p.instances) else None for p in (full, short)]
         if hosts[0] != hosts[1]:
-            return [f"instance {k}: actorsched's two plans chose {hosts}"], set()
+            return [f"instance {k}: actorsched's two plans chose {hosts}"]
         host = hosts[0]
         chosen = answer["chosen"]  # the first host in Nova's order that Placement takes
         if chosen is None or host is None:
             if chosen != host:
-                return [f"instance {k}: Nova takes {chosen}, actorsched {host}"], set()
-            return [], set()  # both: NoValidHost at this instance
-        # Nova weighs hosts that no longer fit, too: actorsched must agree with Nova's
-        # weighers over the hosts that fit (fit_weighed, when some do not)
-        expected = answer["fit_weighed"] or answer["weighed"]
-        best = tie_groups(expected)[0]
+                return [f"instance {k}: Nova takes {chosen}, actorsched {host}"]
+            return []  # both: NoValidHost at this instance
+        # Nova weighs hosts that no longer fit too, and takes the best that does: the
+        # hosts that fit and weigh as much as that one are a tie
+        weight = dict(map(tuple, answer["weighed"]))
+        top = weight[chosen]
+        best = {h for h in answer["fits"] if abs(weight[h] - top) <= TIE * (1 + abs(top))}
         if host not in best:
             return [
                 f"instance {k}: actorsched takes {host}, Nova's best that fit are "
-                f"{sorted(best)} (Nova's order {answer['weighed']}, over the hosts that "
-                f"fit {expected})"
-            ], set()
+                f"{sorted(best)} (Nova's order {answer['weighed']}, of which fit "
+                f"{answer['fits']})"
+            ]
         if host != chosen:
-            seen = set() if chosen in best else {"several_instances_weigh_full_hosts"}
-            return [], seen
+            return []  # another host of a tie: the rest need not agree
     every = len(nova["instances"]) == len(full.instances)
     if every and all(a["chosen"] for a in nova["instances"]) and not full.placed:
-        return [f"Nova placed every instance, actorsched did not: {full.message}"], set()
-    return [], set()
+        return [f"Nova placed every instance, actorsched did not: {full.message}"]
+    return []
 
 
 def explain(
@@ -524,25 +517,24 @@ def refused(case: Mapping[str, Any], nova: Mapping[str, Any], error: InvalidRequ
     return []
 
 
-def check(case: Mapping[str, Any], nova: Mapping[str, Any], tmp: Path) -> tuple[str, set[str]]:
-    """("" when they agree, else the explanation of the mismatch; the known
-    differences seen)."""
+def check(case: Mapping[str, Any], nova: Mapping[str, Any], tmp: Path) -> str:
+    """ "" when they agree, else the explanation of the mismatch."""
     try:
         full, short = ours(case, tmp)
     except InvalidRequest as error:
         problems = refused(case, nova, error)
         if not problems:
-            return "", set()
+            return ""
         return (
             f"seed {case['seed']!r}, configuration {case['config']!r}:\n  "
             + "\n  ".join(problems)
             + f"\nthe case: {json.dumps(case)}"
-        ), set()
-    problems, seen = compare(case, nova, full, short)
+        )
+    problems = compare(case, nova, full, short)
     why = nd.refuses(case)
     if why is not None:
         problems.insert(0, f"the request should be refused ({why}), actorsched placed it")
-    return (explain(case, nova, full, problems) if problems else ""), seen
+    return explain(case, nova, full, problems) if problems else ""
 
 
 # -- the tests ----------------------------------------------------------------------------
@@ -571,6 +563,9 @@ def test_the_seeded_cases_cover_what_they_are_for(runs: Runs) -> None:
         seen["traits"] += bool(request["required_traits"] or request["forbidden_traits"])
         seen["aggregates"] += bool(case["aggregates"])
         seen["resources only"] += request["bare"]
+        seen["a query"] += request.get("query") is not None
+        seen["an isolated image"] += request.get("image_id") == nd.ISOLATED_IMAGE
+        seen["image properties"] += bool(request.get("image_properties"))
         seen["Nova's filters removed a host"] += len(weighed) < len(nova["placement"])
         for former in nd.features(case):
             seen[f"former: {former}"] += 1
@@ -584,37 +579,14 @@ def test_the_seeded_cases_cover_what_they_are_for(runs: Runs) -> None:
 def test_actorsched_filters_and_weighs_as_nova_34_does(runs: Runs, tmp_path: Path) -> None:
     started = time.perf_counter()
     found: list[str] = []
-    seen: Counter[str] = Counter()
     for case, nova in runs["asserted"]:
-        mismatch, known = check(case, nova, tmp_path)
-        seen.update(known)
+        mismatch = check(case, nova, tmp_path)
         if mismatch:
             found.append(mismatch)
     elapsed = time.perf_counter() - started
-    print(f"actorsched answered {len(runs['asserted'])} cases in {elapsed:.1f} s; {dict(seen)}")
+    print(f"actorsched answered {len(runs['asserted'])} cases in {elapsed:.1f} s")
     assert not found, (
         f"{len(found)} of {len(runs['asserted'])} cases differ; the first:\n{found[0]}"
-    )
-
-
-def test_the_flagged_cases_differ_only_by_known_differences(runs: Runs, tmp_path: Path) -> None:
-    unexplained: list[str] = []
-    report: dict[str, str] = {}
-    for tag in nd.KNOWN_TAGS:
-        hit = differ = 0
-        for case, nova in runs[f"flagged:{tag}"]:
-            tags = nd.tags(case)
-            mismatch, seen = check(case, nova, tmp_path)
-            hit += tag in tags or tag in seen
-            differ += bool(mismatch) or tag in seen
-            if mismatch and not tags:
-                unexplained.append(mismatch)
-        report[tag] = f"{differ} of {hit} cases that hit it differ"
-        if tag != "several_instances_weigh_full_hosts":  # seen only once it shows
-            assert hit >= 5, f"the generator's flag {tag} hit {hit} cases of {FLAGGED}"
-    print(report)
-    assert not unexplained, (
-        f"{len(unexplained)} mismatches hit no known difference; the first:\n{unexplained[0]}"
     )
 
 
@@ -624,30 +596,5 @@ def test_a_former_difference(name: str, runs: Runs, tmp_path: Path) -> None:
     case, nova = next(pair for pair in runs["agreed"] if pair[0]["seed"] == f"agreed:{name}")
     assert nd.tags(case) == [], nd.tags(case)
     assert case["hits"][0] in nd.features(case), nd.features(case)
-    mismatch, seen = check(case, nova, tmp_path)
+    mismatch = check(case, nova, tmp_path)
     assert not mismatch, mismatch
-    assert not seen
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                reason=f"known difference: {nd.KNOWN_TAGS[case['hits'][0]]}",
-                # a change in progress may land any time: then it passes
-                strict=case["hits"][0] not in nd.IN_PROGRESS_TAGS,
-            ),
-        )
-        for name, case in MINIMAL.items()
-    ],
-)
-def test_a_known_difference(name: str, runs: Runs, tmp_path: Path) -> None:
-    """The minimal case of a known difference; it fails until actorsched agrees with
-    Nova 34 there (then drop the case, and the tag from the generator)."""
-    case, nova = next(pair for pair in runs["minimal"] if pair[0]["seed"] == f"minimal:{name}")
-    assert nd.tags(case) in ([], case["hits"]), nd.tags(case)
-    mismatch, seen = check(case, nova, tmp_path)
-    assert not mismatch, mismatch
-    assert not seen, f"{sorted(seen)}: Nova took another host than over the hosts that fit"

@@ -103,7 +103,7 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
     path = tmp_path / "nova.conf"
     path.write_text(
         "[DEFAULT]\ntransport_url = rabbit://u:p@broker1:5672,u:p@broker2:5672/cell1\n"
-        "[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,JsonFilter,"
+        "[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,MetricsFilter,"
         "ServerGroupAffinityFilter\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n"
         "[scheduler]\nlimit_tenants_to_placement_aggregate = true\n"
     )
@@ -136,7 +136,7 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
         "[filter_scheduler] enabled_filters names Nova 18's",
     )
     assert "read as written for Nova 18" in text
-    assert "['JsonFilter'] are not built" in text
+    assert "['MetricsFilter'] are not built" in text
     assert "limit_tenants_to_placement_aggregate is on but not built" in text
 
 
