@@ -31,6 +31,8 @@ from .logs import configure_logging
 from .metrics import SchedulerMetrics
 from .models import SchedulerConfig
 from .nova.endpoint import NovaEndpoint
+from .nova.placement import PlacementClient, token_auth
+from .nova.placing import PlacementLink
 from .scheduler import Scheduler
 from .settings import ServiceSettings, Settings, default_journal_path
 
@@ -92,6 +94,24 @@ def _nova_endpoint(
         return None
     for line in conf.warnings:
         log.warning("nova.conf: %s", line)
+    link = None
+    if settings.nova.placement_url is not None:
+        client = PlacementClient(
+            settings.nova.placement_url,
+            timeout=settings.nova.placement_timeout,
+            auth=token_auth(settings.nova.placement_token),
+        )
+        link = PlacementLink(
+            scheduler,
+            client,
+            poll_interval=settings.nova.placement_poll_interval,
+            max_attempts=scheduler.config.max_attempts,
+        )
+        log.info(
+            "following Placement at %s (every %gs; claims written to it before Nova is answered)",
+            settings.nova.placement_url,
+            settings.nova.placement_poll_interval,
+        )
     nova = NovaEndpoint(
         scheduler,
         conf,
@@ -101,6 +121,7 @@ def _nova_endpoint(
         topic=settings.nova.topic,
         metrics=metrics,
         roles=frozenset(settings.auth.nova),
+        placement=link,
     )
     pending: set[asyncio.Task[None]] = set()
 
@@ -236,6 +257,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> int:
             await service.stop()
             if nova is not None:
                 await nova.stop(options.drain_timeout)
+                if nova.placement is not None:
+                    await nova.placement.client.close()
             if endpoint is not None:
                 await endpoint.close()
     finally:

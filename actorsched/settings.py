@@ -188,6 +188,12 @@ def _uuid(value: str) -> str:
         raise ValueError("must be a UUID, as Nova's cell mappings have") from None
 
 
+def _http_url(value: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+        raise ValueError("must be http://host[:port][/path] (or https://)")
+    return value
+
+
 class NovaSettings(BaseModel):
     """Nova's scheduler RPC API (``serve --nova-config``): off unless ``config`` names a nova.conf.
 
@@ -205,6 +211,15 @@ class NovaSettings(BaseModel):
     # Nova's scheduler topic (queues scheduler and scheduler.<host>); another only to
     # run beside a nova-scheduler on one vhost, as the tests do (queue names are global)
     topic: Name = "scheduler"
+    # Placement's endpoint: host state followed from it and claims written to it
+    # (None: hosts come from native reports and nothing is written to Placement)
+    placement_url: Annotated[str, AfterValidator(_http_url)] | None = None
+    # the X-Auth-Token sent to Placement (its noauth2 strategy reads "user[:project]";
+    # Keystone auth from nova.conf's [placement] section is not built yet)
+    placement_token: str = Field("admin", min_length=1, max_length=4_096)
+    # seconds between polls of Placement's providers, and per call to it
+    placement_poll_interval: float = Field(1.0, gt=0, le=3_600)
+    placement_timeout: float = Field(10.0, gt=0, le=600)
 
 
 class AuthSettings(BaseModel):
@@ -336,6 +351,13 @@ FLAGS: tuple[Flag, ...] = (
         "config",
         "answer Nova's scheduler RPC API as configured by this nova.conf (default: off)",
         option="--nova-config",
+    ),
+    Flag(
+        "nova",
+        "placement_url",
+        "with --nova-config: follow this Placement for host state and write claims to it "
+        "before Nova is answered (default: off)",
+        option="--placement-url",
     ),
     Flag("scheduler", "mailbox_size", "the owner's bounded mailbox"),
     Flag(

@@ -54,6 +54,8 @@ def _other_value(model: type[BaseModel], name: str) -> Any:
         return ["RamFilter", "ComputeFilter"]
     if name == "traits":
         return ["CUSTOM_A", "CUSTOM_B"]
+    if isinstance(default, list):  # a list of names (isolated_images ...)
+        return ["other-a", "other-b"]
     if typing.get_origin(info.annotation) is typing.Literal:
         return next(v for v in typing.get_args(info.annotation) if v != default)
     if isinstance(default, bool):
@@ -67,7 +69,10 @@ def _other_value(model: type[BaseModel], name: str) -> Any:
         return special.get(name, f"other-{default}"[:255])
     assert default is None, (name, default)
     numbers = {"metrics_port": 9109, "prefetch": 7, "rounds": 7, "seed": 7}
-    named = {"image_properties_default_architecture": "x86_64"}  # one of Nova's names
+    named = {
+        "image_properties_default_architecture": "x86_64",  # one of Nova's names
+        "placement_url": "http://placement.example:8778/",
+    }
     return numbers.get(name, named.get(name, f"other-{name}"))
 
 

@@ -55,6 +55,8 @@ from ..models import Selection
 from ..scheduler import Scheduler
 from . import objects, wire
 from .conf import NovaConfig
+from .placement import ALLOCATION_REQUEST_VERSION, PlacementError
+from .placing import PlacementLink
 
 __all__ = ["DEAD_QUEUE", "TOPIC", "NovaEndpoint"]
 
@@ -69,6 +71,8 @@ _DEAD_KEEP = 4_096  # bytes of a bad message kept in its dead letter
 _MAX_CAST_INSTANCES = 100_000
 _MAPPING_LOOKUPS = 8
 _FACTS_TTL = 2.0  # seconds a host's node and zone are taken from the last copy
+# seconds a new term waits for its first read of Placement before it answers Nova
+_FIRST_POLL_TIMEOUT = 10.0
 _CHANNEL_ERRORS: tuple[type[BaseException], ...] = (
     aiormq.exceptions.AMQPError,
     aiormq.exceptions.ChannelInvalidStateError,
@@ -114,6 +118,28 @@ def _no_valid_host(reason: str) -> _Refused:
 def _bad(message: str, outcome: str = "bad_input") -> _Refused:
     # builtins are rebuilt in every oslo caller: a ValueError with our words
     return _Refused(wire.failure_body("ValueError", "builtins", message, args=[message]), outcome)
+
+
+def _user_id(spec: Any) -> str:
+    """The user of a RequestSpec primitive (Placement records it with the claim)."""
+    data = spec.get("nova_object.data") if isinstance(spec, dict) else None
+    user = data.get("user_id") if isinstance(data, dict) else None
+    return user if isinstance(user, str) else ""
+
+
+def _with_allocation(
+    selection: dict[str, Any], allocation: str | None, provider: str | None
+) -> dict[str, Any]:
+    """A Selection primitive that carries the allocation request claimed for it (or, for
+    an alternate, the one the conductor claims on a reschedule), and, with Placement,
+    the compute node's own uuid (its resource provider's), as Nova's has."""
+    data = selection["nova_object.data"]
+    if allocation is not None:
+        data["allocation_request"] = allocation
+        data["allocation_request_version"] = ALLOCATION_REQUEST_VERSION
+    if provider is not None:
+        data["compute_node_uuid"] = provider
+    return selection
 
 
 def _instance_uuids(primitive: Any) -> list[str]:
@@ -165,6 +191,7 @@ class NovaEndpoint:
         topic: str = TOPIC,
         metrics: ServiceMetrics | None = None,
         roles: frozenset[Role] = frozenset(ROLES),
+        placement: PlacementLink | None = None,
     ) -> None:
         if not 1 <= prefetch <= scheduler.config.mailbox_size:
             raise ValueError(
@@ -173,6 +200,9 @@ class NovaEndpoint:
             )
         self.scheduler = scheduler
         self.nova = nova
+        # host state from Placement and claims written to it (None: native reports)
+        self.placement = placement
+        self._following: asyncio.Task[None] | None = None
         self.url = nova.amqp_url
         self.cell_uuid = str(uuid.UUID(cell_uuid))
         self.max_body_bytes = max_body_bytes
@@ -253,6 +283,16 @@ class NovaEndpoint:
         if self._consuming or self._connection is None:
             return
         self._consuming = True
+        link = self.placement
+        if link is not None and self._following is None:
+            self._following = asyncio.get_running_loop().create_task(link.run())
+            if not await link.ready(_FIRST_POLL_TIMEOUT):
+                log.warning(
+                    "Placement at %s not read within %gs: answering Nova from what the "
+                    "state holds until it is",
+                    link.client.url,
+                    _FIRST_POLL_TIMEOUT,
+                )
         for queue in self._queues:
             tag = await queue.consume(self._on_message)
             self._tags.append((queue, tag))
@@ -265,6 +305,11 @@ class NovaEndpoint:
     async def end_term(self) -> None:
         """Stop consuming (a standby takes no Nova message); what is in flight goes on."""
         self._consuming = False
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+            self._following = None
         tags, self._tags = self._tags, []
         for queue, tag in tags:
             with contextlib.suppress(*_CHANNEL_ERRORS):
@@ -460,6 +505,7 @@ class NovaEndpoint:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
             raise _bad(f"RequestSpec field {where}: {first['msg']}") from None
+        claimed: dict[tuple[str, str], str] = {}  # (instance, host) -> allocation request
         return_objects = bool(args.get("return_objects", False))
         return_alternates = bool(args.get("return_alternates", False)) and return_objects
         try:
@@ -476,10 +522,26 @@ class NovaEndpoint:
                     for entry in plan.instances
                     if entry.host is not None
                 ]
+            elif self.placement is not None:
+                placed = await self.placement.place(
+                    request.spec, request.spec.project_id or "", _user_id(args["spec_obj"])
+                )
+                chosen = [item.selection for item in placed]
+                claimed = {
+                    (item.selection.instance_uuid, host): allocation
+                    for item in placed
+                    for host, allocation in (
+                        (item.selection.host, item.allocation),
+                        *item.alternates.items(),
+                    )
+                }
             else:
                 chosen = await self.scheduler.select_destinations(request.spec)
         except NoValidHost as exc:
             raise _no_valid_host(str(exc)) from None
+        except PlacementError as exc:
+            # Placement down or failing: no claim can be written, so none is answered
+            raise _no_valid_host(f"Placement cannot be asked: {exc}") from None
         except InvalidRequest as exc:
             # the owner refused the request as sent (a bound, or a move of an instance
             # that holds a claim, which Nova's moves are until they go through
@@ -497,8 +559,12 @@ class NovaEndpoint:
             if return_objects:
                 answer.append(
                     [
-                        objects.selection_primitive(
-                            self.service_host(host), *facts[host], self.cell_uuid
+                        _with_allocation(
+                            objects.selection_primitive(
+                                self.service_host(host), *facts[host], self.cell_uuid
+                            ),
+                            claimed.get((selection.instance_uuid, host)),
+                            self._provider(host),
                         )
                         for host in hosts
                     ]
@@ -635,6 +701,11 @@ class NovaEndpoint:
         if node is None or self._service_hosts.get(node, node) != host:
             return
         await self.scheduler.release(instance)
+
+    def _provider(self, host: str) -> str | None:
+        """The Placement resource provider (compute node uuid) of ``host``, if followed."""
+        link = self.placement
+        return None if link is None else link.follower.provider_of_host(host)
 
     def service_host(self, node: str) -> str:
         """Nova's service host of actorsched's host ``node`` (itself until a cast says)."""

@@ -14,7 +14,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ from actorsched.auth import ROLES, Role
 from actorsched.nova import wire
 from actorsched.nova.conf import read
 from actorsched.nova.endpoint import NovaEndpoint
+from actorsched.nova.placing import PlacementLink
 
 pytestmark = pytest.mark.amqp
 
@@ -120,6 +121,7 @@ async def nova_stack(
     hosts: list[HostReport],
     roles: frozenset[Role] = frozenset(ROLES),
     extra: str = "",
+    placement: Callable[[Scheduler], PlacementLink] | None = None,
 ) -> AsyncIterator[NovaStack]:
     tag = uuid.uuid4().hex[:10]
     exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
@@ -135,6 +137,7 @@ async def nova_stack(
         topic=topic,
         metrics=metrics,
         roles=roles,
+        placement=None if placement is None else placement(scheduler),
     )
     service = SchedulerService(
         scheduler, AMQP_URL, queue=queue, probe_interval=0.2, metrics=metrics
@@ -161,6 +164,8 @@ async def nova_stack(
             await service.stop()
             await endpoint.stop()
     finally:
+        if endpoint.placement is not None:
+            await endpoint.placement.client.close()
         dead = dead_letter_names(queue)
         await _delete(
             [queue, dead[1], topic, f"{topic}.{host}", endpoint.fanout_queue, endpoint.dead_queue],

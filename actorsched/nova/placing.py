@@ -1,0 +1,249 @@
+"""Placement in step: host state followed from Placement, claims written to it first.
+
+What the Nova endpoint does with ``[nova] placement_url`` (see
+:mod:`.placement` for the REST client, the follower and the claim writer):
+
+* **Host state.** While this process owns the state (a term), a poll every
+  ``poll_interval`` seconds turns each compute node provider whose
+  generation moved into a host report, applied through the owner like any
+  report; a provider that is gone is removed. A provider's consumers are its
+  listed instances and its usages its used figures, read in one call, so a
+  claim is confirmed exactly when Placement holds its allocation. Hosts are
+  keyed by the provider's name (Nova's node); the endpoint maps nodes to
+  service hosts from Nova's instance casts.
+* **Claims, as Nova's scheduler writes them** (``claim_resources``): the
+  owner places, then each placed instance's allocation is ``PUT`` to
+  Placement before the answer is sent. A refusal (the provider's capacity
+  is gone, a concurrent writer, an inventory rule) frees that instance's
+  claim, re-reads the provider, and places that instance again without the
+  refused host, up to ``max_attempts`` tries; a request that still fails
+  part-way removes every allocation it wrote and frees its claims, and is
+  NoValidHost naming why. Nothing is answered that Placement refused.
+* **Moves.** Nova's conductor moves the instance's source allocation to the
+  migration's uuid before it asks; the instance's old claim is freed here
+  (the migration's allocation, which the follower lists on the source, holds
+  the source's resources), and the destination is claimed as a new
+  placement: a consumer that still holds allocations (an evacuation) is
+  doubled up as Nova does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import NoValidHost
+from ..models import RequestSpec, Selection
+from ..scheduler import Scheduler
+from .placement import (
+    ClaimRefused,
+    PlacementClaims,
+    PlacementClient,
+    PlacementError,
+    PlacementFollower,
+    allocation_request,
+)
+
+__all__ = ["PlacedInstance", "PlacementLink"]
+
+log = logging.getLogger("actorsched.nova.placement")
+
+DEFAULT_POLL_INTERVAL = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedInstance:
+    """One placed instance: its selection, and the allocation request claimed for it
+    (JSON), with one for each alternate (not claimed: the conductor claims one on a
+    reschedule)."""
+
+    selection: Selection
+    allocation: str
+    alternates: dict[str, str]
+
+
+class PlacementLink:
+    """Host state from Placement and claims written to it, for one owner."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        client: PlacementClient,
+        *,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        max_attempts: int = 3,
+    ) -> None:
+        if not poll_interval > 0 or max_attempts < 1:
+            raise ValueError(
+                f"poll_interval ({poll_interval}) must be above 0, max_attempts "
+                f"({max_attempts}) at least 1"
+            )
+        self.scheduler = scheduler
+        self.client = client
+        self.follower = PlacementFollower(client)
+        self.claims = PlacementClaims(client, follower=self.follower)
+        self.poll_interval = poll_interval
+        self.max_attempts = max_attempts
+        self.polls = 0
+        self.refusals = 0
+        self._down = False  # Placement unreachable since the last poll that worked
+        self._first = asyncio.Event()  # a poll went through (hosts known)
+
+    # -- following ------------------------------------------------------------
+
+    async def poll(self) -> None:
+        """One poll of Placement, its changes applied through the owner."""
+        result = await self.follower.poll()
+        for removed in result.removed:
+            await self.scheduler.remove_host(removed.host)
+        if result.changed:
+            await self.scheduler.update_hosts(list(result.reports))
+        for provider, why in result.refused:
+            log.warning("Placement provider %s is not followed: %s", provider, why)
+        self.polls += 1
+        self._first.set()
+
+    async def run(self) -> None:
+        """Poll every ``poll_interval`` seconds until cancelled (a term's task)."""
+        while True:
+            try:
+                await self.poll()
+                if self._down:
+                    log.info("Placement at %s answers again", self.client.url)
+                    self._down = False
+            except PlacementError as exc:
+                if not self._down:  # one line per outage, not one per poll
+                    log.error("cannot follow Placement at %s: %s", self.client.url, exc)
+                    self._down = True
+            await asyncio.sleep(self.poll_interval)
+
+    async def ready(self, timeout: float) -> bool:  # noqa: ASYNC109
+        """Wait until a poll went through (at most ``timeout`` seconds)."""
+        try:
+            await asyncio.wait_for(self._first.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- placing ----------------------------------------------------------------
+
+    async def place(self, spec: RequestSpec, project_id: str, user_id: str) -> list[PlacedInstance]:
+        """Place ``spec``'s instances and claim each in Placement before answering."""
+        held: dict[str, dict[str, object]] = {}
+        for instance in spec.instance_uuids:
+            held[instance] = await self._held(instance)
+            host = (await self.scheduler.where(instance)).host
+            if host is None:
+                continue
+            provider = self.follower.provider_of_host(host)
+            if provider in held[instance] and host not in spec.ignore_hosts:
+                # the same call again (a redelivery after a crash, a retry): its claim
+                # and its allocation stand, and it is answered alike
+                continue
+            # a move: the conductor moved the source allocation to the migration
+            # (an evacuation keeps it, and the claim below doubles it up as Nova
+            # does); the old claim here would count the source twice
+            await self.scheduler.release(instance)
+        first = await self.scheduler.select_destinations(spec)
+        placed: list[PlacedInstance] = []
+        try:
+            for selection in first:
+                placed.append(
+                    await self._claim(
+                        spec, selection, project_id, user_id, held[selection.instance_uuid]
+                    )
+                )
+        except BaseException:
+            await self._undo(placed, [s.instance_uuid for s in first[len(placed) :]])
+            raise
+        return placed
+
+    async def _held(self, instance: str) -> dict[str, object]:
+        """The allocations Placement holds for consumer ``instance``, by provider."""
+        found = await self.client.read(f"/allocations/{instance}")
+        allocations = found.get("allocations") if isinstance(found, dict) else None
+        return dict(allocations) if isinstance(allocations, dict) else {}
+
+    async def _claim(
+        self,
+        spec: RequestSpec,
+        selection: Selection,
+        project_id: str,
+        user_id: str,
+        held: dict[str, object],
+    ) -> PlacedInstance:
+        instance = selection.instance_uuid
+        one = spec.model_copy(update={"instance_uuids": [instance]})
+        refused: list[str] = []
+        why = ""
+        for attempt in range(self.max_attempts):
+            provider = self.follower.provider_of_host(selection.host)
+            if provider is None:
+                outcome: object = None
+                why = f"host {selection.host} is not a Placement resource provider"
+            else:
+                request = allocation_request(one, provider)
+                mine = held.get(provider)
+                if (
+                    isinstance(mine, dict)
+                    and mine.get("resources") == request["allocations"][provider]["resources"]
+                ):
+                    # claimed by an earlier delivery of this call: never twice
+                    return PlacedInstance(
+                        selection, json.dumps(request), self._alternates(one, selection.alternates)
+                    )
+                outcome = await self.claims.claim(instance, request, project_id, user_id)
+                if not isinstance(outcome, ClaimRefused):
+                    return PlacedInstance(
+                        selection,
+                        json.dumps(request),
+                        self._alternates(one, selection.alternates),
+                    )
+                why = f"Placement refused {selection.host}: {outcome.reason} ({outcome.detail})"
+                self.refusals += 1
+            log.info("placement of %s, try %d: %s", instance, attempt + 1, why)
+            refused.append(selection.host)
+            await self.scheduler.release(instance)
+            try:
+                await self.poll()  # the refused provider is re-read (mark_stale)
+            except PlacementError as exc:
+                raise NoValidHost(f"{why}; and Placement cannot be read: {exc}") from None
+            if attempt + 1 == self.max_attempts:
+                break
+            again = one.model_copy(update={"ignore_hosts": [*one.ignore_hosts, *refused]})
+            try:
+                [selection] = await self.scheduler.select_destinations(again)
+            except NoValidHost as exc:
+                raise NoValidHost(f"{why}; then {exc}") from None
+        raise NoValidHost(f"{self.max_attempts} tries, the last: {why}")
+
+    def _alternates(self, one: RequestSpec, hosts: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for host in hosts:
+            provider = self.follower.provider_of_host(host)
+            if provider is not None:
+                out[host] = json.dumps(allocation_request(one, provider))
+        return out
+
+    async def _undo(self, placed: list[PlacedInstance], unclaimed: list[str]) -> None:
+        """A request that failed part-way: its allocations removed, its claims freed."""
+        for instance in unclaimed:
+            await self.scheduler.release(instance)
+        for item in placed:
+            instance = item.selection.instance_uuid
+            try:
+                await self.claims.release(instance)
+            except PlacementError as exc:
+                log.error(
+                    "could not remove the allocation of %s after a failed request: %s",
+                    instance,
+                    exc,
+                )
+            await self.scheduler.release(instance)
+
+    async def release(self, instance: str) -> None:
+        """Nova deleted the instance: its allocation is Nova's to remove; the claim goes."""
+        await self.scheduler.release(instance)
