@@ -63,7 +63,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import ValidationError
 
 from ..errors import SchedulerError
-from ..models import HostReport, RequestSpec
+from ..models import HostReport, RequestSpec, Units
 
 __all__ = [
     "ALLOCATION_REQUEST_VERSION",
@@ -93,12 +93,10 @@ MICROVERSION = "1.36"
 ALLOCATION_REQUEST_VERSION = MICROVERSION
 # the classes a HostReport carries, and its fields for each
 _VCPU, _MEMORY, _DISK = "VCPU", "MEMORY_MB", "DISK_GB"
-# the rules of Placement a HostReport cannot express, per class (see InventoryRules)
-UNEXPRESSED: Mapping[str, tuple[str, ...]] = {
-    _VCPU: ("reserved", "min_unit", "max_unit", "step_size"),
-    _MEMORY: ("min_unit", "max_unit", "step_size"),
-    _DISK: ("reserved", "min_unit", "max_unit", "step_size"),
-}
+# the rules of Placement a HostReport cannot express, per class (see InventoryRules):
+# none of the three classes it carries (their total, reserved, allocation ratio,
+# min_unit, max_unit and step_size all travel in it); any other class is unexpressed
+UNEXPRESSED: Mapping[str, tuple[str, ...]] = {_VCPU: (), _MEMORY: (), _DISK: ()}
 # Nova's compute marks its node providers with this trait (resource_tracker.py);
 # a provider with COMPUTE_STATUS_DISABLED is a disabled compute service
 COMPUTE_NODE_TRAIT = "COMPUTE_NODE"
@@ -469,12 +467,11 @@ class InventoryRules:
     """Everything Placement enforces on a provider's allocations, next to its report.
 
     ``inventories``: every resource class it has (VCPU, MEMORY_MB and DISK_GB,
-    which the report carries, and any other); ``unexpressed``: each rule the
-    report leaves out, as ``"VCPU reserved=2"``, ``"DISK_GB step_size=10"``,
-    ``"PCPU inventory"`` (empty: the report says all Placement would check).
-    A report's capacity is ``total x ratio`` less reserved memory, so a rule
-    left out makes it more generous than Placement, never less: Placement
-    refuses such a claim (:class:`ClaimRefused`) and the next host is tried.
+    which the report carries with every rule of theirs, and any other);
+    ``unexpressed``: what the report leaves out, as ``"PCPU inventory"``
+    (empty: the report says all Placement would check). A class left out is
+    one the scheduler never asks for, so Placement's rules and the report's
+    are the same for every claim made from a Nova request.
     """
 
     inventories: Mapping[str, Inventory]
@@ -603,6 +600,17 @@ def _generation(data: Any, where: str) -> int:
     if not isinstance(data, dict):
         raise PlacementError(f"Placement's {where} is not an object")
     return _int(data.get("resource_provider_generation"), f"{where} generation")
+
+
+def _units(inv: Inventory | None) -> Units | None:
+    """A class's allocation rules as a report carries them (None: Placement's
+    defaults, a ``max_unit`` at or above the total meaning no bound but it)."""
+    if inv is None:
+        return None
+    max_unit = None if inv.max_unit >= inv.total else inv.max_unit
+    if inv.min_unit == 1 and inv.step_size == 1 and max_unit is None:
+        return None
+    return Units(min_unit=inv.min_unit, max_unit=max_unit, step_size=inv.step_size)
 
 
 def _rules(inventories: Mapping[str, Inventory]) -> InventoryRules:
@@ -962,10 +970,15 @@ class PlacementFollower:
             memory_mb=memory.total if memory else 0,
             memory_mb_reserved=memory.reserved if memory else 0,
             memory_mb_used=used[_MEMORY],
+            memory_mb_units=_units(memory),
             vcpus=vcpu.total if vcpu else 0,
+            vcpus_reserved=vcpu.reserved if vcpu else 0,
             vcpus_used=used[_VCPU],
+            vcpus_units=_units(vcpu),
             local_gb=disk.total if disk else 0,
+            local_gb_reserved=disk.reserved if disk else 0,
             local_gb_used=used[_DISK],
+            local_gb_units=_units(disk),
             ram_allocation_ratio=memory.allocation_ratio if memory else None,
             cpu_allocation_ratio=vcpu.allocation_ratio if vcpu else None,
             disk_allocation_ratio=disk.allocation_ratio if disk else None,

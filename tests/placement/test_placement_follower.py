@@ -14,7 +14,8 @@ import pytest
 from placement_fixture import PlacementServer, placement_missing, running_placement
 from placement_seed import Seeder
 
-from actorsched import HostReport
+from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler, SchedulerConfig
+from actorsched.models import Units
 from actorsched.nova.placement import (
     Inventory,
     PlacementClaims,
@@ -110,8 +111,10 @@ async def test_reports_equal_the_seeded_figures(placement: PlacementServer, seed
             memory_mb_reserved=512,
             memory_mb_used=4_096 + 2_048 + 256,
             vcpus=32,
+            vcpus_reserved=2,
             vcpus_used=4 + 2 + 1,
             local_gb=2_000,
+            local_gb_reserved=10,
             local_gb_used=40,  # i4's disk is on the sharing provider
             ram_allocation_ratio=1.5,
             cpu_allocation_ratio=16.0,
@@ -148,7 +151,8 @@ async def test_reports_equal_the_seeded_figures(placement: PlacementServer, seed
         "DISK_GB": Inventory(2_000, 10, 1, 2_000, 1, 1.0),
         "PCPU": Inventory(8, 0, 1, 8, 1, 1.0),
     }
-    assert rules.unexpressed == ("DISK_GB reserved=10", "PCPU inventory", "VCPU reserved=2")
+    # the report carries the reserved vCPUs and disk; only the PCPU class is left out
+    assert rules.unexpressed == ("PCPU inventory",)
     assert states[b].rules.unexpressed == ()
     assert follower.aggregates()[a] == frozenset({agg1, agg2}) == states[a].aggregates
     assert follower.aggregates()[b] == frozenset()
@@ -366,3 +370,45 @@ async def test_a_provider_no_host_report_can_name_is_refused_not_dropped(
         assert bad not in _by_uuid(result.changed)
         assert follower.state(bad) is None
         assert bad not in (await follower.poll()).reread  # not read again until it moves
+
+
+async def test_placements_own_unit_rules_and_reserves_become_the_hosts_rules(
+    placement: PlacementServer, seed: Seeder
+) -> None:
+    """min_unit, max_unit, step_size and reserved of each class travel in the report,
+    and the scheduler refuses what Placement would (no claim need be refused first)."""
+    name = _name("cn-units")
+    rp = seed.compute_node(name, vcpus=16, reserved_vcpus=4, cpu_ratio=1.0, disk_gb=100)
+    seed.inventories(
+        rp,
+        {
+            "VCPU": {"total": 16, "reserved": 4, "min_unit": 2, "allocation_ratio": 1.0},
+            "MEMORY_MB": {"total": 32_768, "reserved": 512, "max_unit": 8_192},
+            "DISK_GB": {"total": 100, "reserved": 20, "step_size": 10},
+        },
+    )
+    async with PlacementClient(placement.url) as client:
+        follower = PlacementFollower(client)
+        states = _by_uuid((await follower.poll()).changed)
+    report = states[rp].report
+    assert (report.vcpus_reserved, report.local_gb_reserved) == (4, 20)
+    assert report.vcpus_units == Units(min_unit=2)
+    assert report.memory_mb_units == Units(max_unit=8_192)
+    assert report.local_gb_units == Units(step_size=10)
+    assert states[rp].rules.unexpressed == ()
+
+    async def fits(**asked: int) -> bool:
+        async with Scheduler(SchedulerConfig()) as s:
+            await s.update_hosts([report])
+            try:
+                await s.select_destinations(RequestSpec(instance_uuids=[_id()], **asked))
+            except NoValidHost:
+                return False
+            return True
+
+    assert await fits(vcpus=2, memory_mb=8_192, disk_gb=80)
+    assert not await fits(vcpus=1, memory_mb=1, disk_gb=10)  # VCPU min_unit 2
+    assert not await fits(vcpus=2, memory_mb=8_193, disk_gb=10)  # MEMORY_MB max_unit
+    assert not await fits(vcpus=2, memory_mb=1, disk_gb=15)  # DISK_GB step_size 10
+    assert not await fits(vcpus=14, memory_mb=1, disk_gb=10)  # 16 - 4 reserved
+    assert not await fits(vcpus=2, memory_mb=1, disk_gb=90)  # 100 - 20 reserved
