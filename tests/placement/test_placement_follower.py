@@ -397,11 +397,14 @@ async def test_placements_own_unit_rules_and_reserves_become_the_hosts_rules(
     assert report.local_gb_units == Units(step_size=10)
     assert states[rp].rules.unexpressed == ()
 
-    async def fits(**asked: int) -> bool:
+    async def fits(vcpus: int, memory_mb: int, disk_gb: int) -> bool:
         async with Scheduler(SchedulerConfig()) as s:
             await s.update_hosts([report])
             try:
-                await s.select_destinations(RequestSpec(instance_uuids=[_id()], **asked))
+                spec = RequestSpec(
+                    instance_uuids=[_id()], vcpus=vcpus, memory_mb=memory_mb, disk_gb=disk_gb
+                )
+                await s.select_destinations(spec)
             except NoValidHost:
                 return False
             return True
