@@ -676,6 +676,13 @@ class SchedulerConfig(BaseModel):
     isolated_images: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     isolated_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
     restrict_isolated_hosts_to_isolated_images: bool = True
+    # Nova 34's request filters ([scheduler] in nova.conf): a project's hosts are
+    # its aggregates' (filter_tenant_id* = the project) and, when required, a
+    # project without any gets none; an aggregate with trait:X=required takes only
+    # requests that require X
+    limit_tenants_to_placement_aggregate: bool = False
+    placement_aggregate_required_for_tenants: bool = False
+    enable_isolated_aggregate_filtering: bool = False
     # AggregateImagePropertiesIsolation: only the aggregate metadata keys that start
     # with the namespace and the separator are compared (no namespace: every key)
     aggregate_image_properties_isolation_namespace: Name | None = None

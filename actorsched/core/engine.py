@@ -85,7 +85,7 @@ from .commands import (
     UpdateHost,
     UpdateHosts,
 )
-from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext
+from .filters import BUILTIN_FILTER_CLASSES, HostFilter, PlacementContext, request_filters
 from .host_facts import facts_key
 from .inventory import UNIT_FIELDS, PlacementUnits
 from .ledger import (
@@ -194,7 +194,8 @@ class SchedulerCore:
         )
         self.ledger = ClaimLedger()
         builtin: list[HostFilter] = [
-            BUILTIN_FILTER_CLASSES[name]() for name in config.enabled_filters
+            *request_filters(config),
+            *(BUILTIN_FILTER_CLASSES[name]() for name in config.enabled_filters),
         ]
         # the chain without and with Placement's units (_chain_units picks one)
         self._units_filter = PlacementUnits()

@@ -61,15 +61,21 @@ from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
 from .views import host_state
 
+# the metadata prefix of an aggregate's required traits (Nova's isolate_aggregates)
+TRAIT_KEY_PREFIX = "trait:"
+
 __all__ = [
     "AGGREGATE_RATIO_FILTERS",
     "BUILTIN_FILTER_CLASSES",
     "RESOURCE_RULES",
     "HostFilter",
+    "IsolatedAggregatesRequestFilter",
     "PerHostFilter",
     "PlacementContext",
     "ResourceFilter",
+    "TenantAggregateRequestFilter",
     "group_members",
+    "request_filters",
 ]
 
 BoolColumn = NDArray[np.bool_]
@@ -702,6 +708,107 @@ class AggregateImagePropertiesIsolation:
             return all(key not in metadata or value in metadata[key] for key, value in asked)
 
         return _by_membership(table, book.answers((self.name, asked), decide))
+
+
+class TenantAggregateRequestFilter:
+    """Nova 34's request filter ``require_tenant_aggregate`` (``[scheduler]
+    limit_tenants_to_placement_aggregate``), applied before every filter.
+
+    The project's aggregates are those with a metadata key that starts with
+    ``filter_tenant_id`` whose value *is* the request's ``project_id`` (Nova's
+    ``AggregateList.get_by_metadata(value=project_id)``: the whole value, not
+    a comma list). When there are some, only their hosts pass (Placement's
+    ``member_of`` any of them); when there are none, every host passes, or
+    none with ``placement_aggregate_required_for_tenants`` (Nova's
+    RequestFilterFailed, "No hosts available for tenant").
+    """
+
+    name = "require_tenant_aggregate"
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        """True when some aggregate names a tenant, or one is required."""
+        book = ctx.aggregates
+        return ctx.config.placement_aggregate_required_for_tenants or (
+            book is not None and book.has_prefix(TENANT_KEY)
+        )
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        book = ctx.aggregates
+        project = ctx.spec.project_id
+        mine = (
+            frozenset(
+                name
+                for name, entry in book.by_name.items()
+                if any(
+                    key.startswith(TENANT_KEY) and value == project
+                    for key, value in entry.metadata.items()
+                )
+            )
+            if book is not None and project is not None and book.has_prefix(TENANT_KEY)
+            else frozenset()
+        )
+        if not mine:
+            if ctx.config.placement_aggregate_required_for_tenants:
+                return np.zeros(table.n, dtype=np.bool_)
+            return None
+        assert book is not None
+
+        def decide(membership: int) -> bool:
+            return not mine.isdisjoint(book.memberships[membership])
+
+        return _by_membership(table, book.answers((self.name, mine), decide))
+
+
+class IsolatedAggregatesRequestFilter:
+    """Nova 34's request filter ``isolate_aggregates`` (``[scheduler]
+    enable_isolated_aggregate_filtering``), applied before every filter.
+
+    An aggregate with a ``trait:X`` key of value ``required`` for a trait X
+    the request does not require (``required_traits``: the flavor's and the
+    image's) is isolated: its hosts do not pass (Placement's forbidden
+    ``member_of``; Nova's ``get_non_matching_by_metadata_keys``).
+    """
+
+    name = "isolate_aggregates"
+
+    def applies(self, ctx: PlacementContext) -> bool:
+        """True when some aggregate has a ``trait:`` key."""
+        book = ctx.aggregates
+        return book is not None and book.has_prefix(TRAIT_KEY_PREFIX)
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        book = ctx.aggregates
+        if book is None or not book.has_prefix(TRAIT_KEY_PREFIX):
+            return None
+        wanted = frozenset(ctx.spec.required_traits)
+        isolated = frozenset(
+            name
+            for name, entry in book.by_name.items()
+            if any(
+                key.startswith(TRAIT_KEY_PREFIX)
+                and value == "required"
+                and key[len(TRAIT_KEY_PREFIX) :] not in wanted
+                for key, value in entry.metadata.items()
+            )
+        )
+        if not isolated:
+            return None
+
+        def decide(membership: int) -> bool:
+            return isolated.isdisjoint(book.memberships[membership])
+
+        return _by_membership(table, book.answers((self.name, isolated), decide))
+
+
+def request_filters(config: SchedulerConfig) -> list[HostFilter]:
+    """Nova 34's request filters that ``config`` turns on, in Nova's order (they run
+    before the enabled filters; the zone's is AvailabilityZoneFilter's rule)."""
+    found: list[HostFilter] = []
+    if config.limit_tenants_to_placement_aggregate:
+        found.append(TenantAggregateRequestFilter())
+    if config.enable_isolated_aggregate_filtering:
+        found.append(IsolatedAggregatesRequestFilter())
+    return found
 
 
 class PerHostFilter:

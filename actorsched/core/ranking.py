@@ -64,11 +64,13 @@ from .filters import (
     DiskFilter,
     HostFilter,
     IoOpsFilter,
+    IsolatedAggregatesRequestFilter,
     IsolatedHostsFilter,
     NumInstancesFilter,
     PlacementContext,
     RamFilter,
     ResourceFilter,
+    TenantAggregateRequestFilter,
     rows_mask,
 )
 from .table import HEADROOM_COLUMNS, OUT_OF_REACH, WEIGH_COLUMNS, HostTable
@@ -109,6 +111,8 @@ _GUARD_FILTERS = (
     AggregateNumInstancesFilter,
     AggregateIoOpsFilter,
     IsolatedHostsFilter,
+    TenantAggregateRequestFilter,
+    IsolatedAggregatesRequestFilter,
 )
 # What a request asks of each headroom row, in the table's headroom order: the
 # resource filters' own rule (filters.RESOURCE_RULES), so the fused check

@@ -393,10 +393,14 @@ def read(path: str) -> NovaConfig:
         if ratio <= 0:
             raise NovaConfigError(f"nova.conf [DEFAULT] {option}={ratio}: must be above 0")
         put(f"{resource}_allocation_ratio", float(ratio), "DEFAULT", option)
+    # Nova 34's request filters that actorsched builds (filters.request_filters)
+    for option in (
+        "limit_tenants_to_placement_aggregate",
+        "placement_aggregate_required_for_tenants",
+        "enable_isolated_aggregate_filtering",
+    ):
+        put(option, bool(values[("scheduler", option)]), "scheduler", option)
     for group, option in (
-        ("scheduler", "limit_tenants_to_placement_aggregate"),
-        ("scheduler", "placement_aggregate_required_for_tenants"),
-        ("scheduler", "enable_isolated_aggregate_filtering"),
         ("scheduler", "query_placement_for_image_type_support"),
         ("scheduler", "query_placement_for_routed_network_aggregates"),
         ("scheduler", "image_metadata_prefilter"),

@@ -106,6 +106,7 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
         "[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,MetricsFilter,"
         "ServerGroupAffinityFilter\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n"
         "[scheduler]\nlimit_tenants_to_placement_aggregate = true\n"
+        "image_metadata_prefilter = true\n"
     )
     conf = read(str(path))
     assert conf.amqp_url == "amqp://u:p@broker1:5672/cell1"
@@ -137,7 +138,13 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
     )
     assert "read as written for Nova 18" in text
     assert "['MetricsFilter'] are not built" in text
-    assert "limit_tenants_to_placement_aggregate is on but not built" in text
+    assert "image_metadata_prefilter is on but not built" in text
+    # Nova 34's tenant request filter is built: read, not warned about
+    assert conf.scheduler["limit_tenants_to_placement_aggregate"] == (
+        True,
+        "[scheduler] limit_tenants_to_placement_aggregate",
+    )
+    assert "limit_tenants_to_placement_aggregate" not in text
 
 
 def test_nova_34s_default_filters_are_all_built(tmp_path: Path) -> None:

@@ -1,0 +1,94 @@
+"""Nova 34's request filters ``require_tenant_aggregate`` and ``isolate_aggregates``.
+
+Expectations from Nova 34.0.0's ``nova/scheduler/request_filter.py`` and the
+database queries it makes (``nova/objects/aggregate.py``:
+``get_by_metadata(value=project_id)`` matches a metadata value whole;
+``get_non_matching_by_metadata_keys`` returns the aggregates with a
+``trait:*`` key of value ``required`` that the request does not ask), as
+Nova's unit tests (``test_request_filter.py``) drive them: on, off, a tenant
+with and without aggregates, ``placement_aggregate_required_for_tenants``,
+an aggregate's traits asked in full, in part and not at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import make_config, make_report, make_spec
+
+from actorsched import NoValidHost, Scheduler
+
+HOSTS = ("h1", "h2", "h3", "h4", "h5")
+
+
+async def _passing(config: dict[str, Any], aggregates: dict[str, Any], **spec: Any) -> set[str]:
+    """The hosts that pass, over five equal hosts and ``aggregates`` (name ->
+    (hosts, metadata)); each host has the traits the tests ask."""
+    traits = ["CUSTOM_WINDOWS", "CUSTOM_XYZ", "HW_GPU_API_DXVA", "HW_NIC_DCB_ETS"]
+    async with Scheduler(make_config(max_attempts=10, **config)) as s:
+        await s.update_hosts([make_report(h, traits=traits) for h in HOSTS])
+        for name, (hosts, metadata) in aggregates.items():
+            await s.create_aggregate(name, metadata, hosts)
+        plan = await s.plan(make_spec("vm1", **spec))
+        if not plan.placed:
+            raise NoValidHost(plan.message or "")
+        return {c.host for c in plan.instances[0].candidates}
+
+
+TENANT = {
+    "mine": (["h1"], {"filter_tenant_id": "p1"}),
+    "mine-too": (["h2"], {"filter_tenant_id2": "p1"}),  # any filter_tenant_id* key
+    "listed": (["h3"], {"filter_tenant_id": "p1,p2"}),  # a list is not the value
+    "theirs": (["h4"], {"filter_tenant_id": "p2"}),
+}
+
+
+async def test_a_tenant_with_aggregates_gets_only_their_hosts() -> None:
+    on = {"limit_tenants_to_placement_aggregate": True}
+    assert await _passing(on, TENANT, project_id="p1") == {"h1", "h2"}
+    assert await _passing(on, TENANT, project_id="p2") == {"h4"}
+
+
+async def test_a_tenant_without_aggregates_gets_every_host_unless_one_is_required() -> None:
+    on = {"limit_tenants_to_placement_aggregate": True}
+    assert await _passing(on, TENANT, project_id="p9") == set(HOSTS)
+    assert await _passing(on, TENANT) == set(HOSTS)  # no project names no aggregate
+    required = {**on, "placement_aggregate_required_for_tenants": True}
+    with pytest.raises(NoValidHost, match="require_tenant_aggregate"):
+        await _passing(required, TENANT, project_id="p9")
+    assert await _passing(required, TENANT, project_id="p1") == {"h1", "h2"}
+
+
+async def test_the_tenant_request_filter_is_off_by_default() -> None:
+    assert await _passing({}, TENANT, project_id="p1") == set(HOSTS)
+    # required alone does nothing either: Nova returns before it reads it
+    off = {"placement_aggregate_required_for_tenants": True}
+    assert await _passing(off, TENANT, project_id="p9") == set(HOSTS)
+
+
+ISOLATING = {
+    "windows": (["h1"], {"trait:CUSTOM_WINDOWS": "required"}),
+    "windows-xyz": (["h2"], {"trait:CUSTOM_WINDOWS": "required", "trait:CUSTOM_XYZ": "required"}),
+    "gpu": (["h3"], {"trait:HW_GPU_API_DXVA": "required", "trait:HW_NIC_DCB_ETS": "required"}),
+    "not-required": (["h4"], {"trait:CUSTOM_XYZ": "forbidden"}),  # only "required" isolates
+}
+
+
+async def test_an_aggregate_takes_only_requests_that_require_all_its_traits() -> None:
+    on = {"enable_isolated_aggregate_filtering": True}
+    # nothing required: every isolating aggregate's hosts are out
+    assert await _passing(on, ISOLATING) == {"h4", "h5"}
+    # all of gpu's traits: gpu's host passes, the Windows ones do not
+    gpu = ["HW_GPU_API_DXVA", "HW_NIC_DCB_ETS"]
+    assert await _passing(on, ISOLATING, required_traits=gpu) == {"h3", "h4", "h5"}
+    # part of an aggregate's traits is not enough
+    assert await _passing(on, ISOLATING, required_traits=["HW_GPU_API_DXVA"]) == {"h4", "h5"}
+    windows = ["CUSTOM_WINDOWS"]
+    assert await _passing(on, ISOLATING, required_traits=windows) == {"h1", "h4", "h5"}
+    both = ["CUSTOM_WINDOWS", "CUSTOM_XYZ"]
+    assert await _passing(on, ISOLATING, required_traits=both) == {"h1", "h2", "h4", "h5"}
+
+
+async def test_isolation_is_off_by_default() -> None:
+    assert await _passing({}, ISOLATING) == set(HOSTS)
