@@ -233,3 +233,35 @@ def test_info_names_each_commands_scheduler_method_and_marks_the_reads() -> None
     assert core.digest() == before
     with pytest.raises(KeyError):
         info(Command)
+
+
+# -- found by make mutate, seed 20261202 --------------------------------------------
+
+
+def test_the_digest_tells_apart_claims_that_differ_only_in_priority() -> None:
+    # a journal replay compares digests: a claim's priority (what preemption reads)
+    # is state, so two cores that differ only there must not look the same
+    plain, urgent = make_core(), make_core()
+    for core in (plain, urgent):
+        core.update_host(make_report("h1"), 1.0)
+    plain.select_destinations(make_spec("vm-1"), 2.0)
+    urgent.select_destinations(make_spec("vm-1", priority=5), 2.0)
+    assert plain.digest() != urgent.digest()
+    again = make_core()
+    again.update_host(make_report("h1"), 1.0)
+    again.select_destinations(make_spec("vm-1", priority=5), 2.0)
+    assert again.digest() == urgent.digest()
+
+
+def test_nova_release_is_chosen_before_any_host_and_never_changed_after() -> None:
+    from actorsched.core.table import HostTable
+
+    table = HostTable(1.5, 16.0, 1.0)
+    table.adopt_nova_release(34)  # no rows yet: taken
+    assert table.nova_release == 34
+    table.adopt_nova_release(34)  # the same: nothing to do, even with rows
+    table.add_row("h1")
+    table.adopt_nova_release(34)
+    with pytest.raises(ValueError, match="must be chosen before any host is added"):
+        table.adopt_nova_release(18)
+    assert table.nova_release == 34
