@@ -12,11 +12,29 @@ import logging
 import sys
 from typing import Any
 
-__all__ = ["JsonFormatter", "configure_logging"]
+from yarl import URL
+
+__all__ = ["JsonFormatter", "configure_logging", "redact"]
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # the attributes every LogRecord has; anything else was given as ``extra=``
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+def redact(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***`` (for log lines and
+    ``actorsched config``): the ``user:password@`` form and a ``password=``
+    query parameter (libpq's) alike, for the broker's URL and the journal's.
+
+    >>> redact("postgresql://app@db/test?password=s3cret")
+    'postgresql://app@db/test?password=***'
+    """
+    parsed = URL(url)
+    if parsed.password:
+        parsed = parsed.with_password("***")
+    if "password" in parsed.query:
+        parsed = parsed.update_query(password="***")
+    return str(parsed) if parsed != URL(url) else url
 
 
 class JsonFormatter(logging.Formatter):

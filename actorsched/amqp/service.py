@@ -96,6 +96,7 @@ from ..core import (
 from ..core.views import HostStatesImage
 from ..errors import Forbidden, InvalidRequest, MailboxFull, SchedulerError, SchedulerStopped
 from ..journal import JournalError, JournalUnavailable
+from ..logs import redact
 from ..metrics import label as outcome_label
 from ..scheduler import Scheduler
 from .bodies import BodyCappedChannel, BodyCappedConnection
@@ -184,17 +185,6 @@ def _channel_open(message: AbstractIncomingMessage) -> bool:
     except aiormq.exceptions.ChannelInvalidStateError:
         return False
     return True
-
-
-def redact(url: str) -> str:
-    """``url`` with its password, if any, shown as ``***`` (for log lines): the
-    ``user:password@`` form and a ``password=`` query parameter (libpq's) alike."""
-    parsed = URL(url)
-    if parsed.password:
-        parsed = parsed.with_password("***")
-    if "password" in parsed.query:
-        parsed = parsed.update_query(password="***")
-    return str(parsed) if parsed != URL(url) else url
 
 
 def shown(value: object) -> str:

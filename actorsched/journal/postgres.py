@@ -29,11 +29,11 @@ import socket
 import time
 import uuid
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from ..logs import redact
 from .base import DEFAULT_COMMIT_TIMEOUT, Journal, Row, StoredSnapshot, rows_of
 from .errors import JournalError, JournalFenced, JournalMissing, JournalUnavailable
 
@@ -78,15 +78,6 @@ _COMMIT = (
 def is_postgres_url(where: object) -> bool:
     """True for a ``postgresql://`` (or ``postgres://``) URL: the journal is PostgreSQL."""
     return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _check_shard(shard: str) -> str:

@@ -181,3 +181,13 @@ def test_a_password_in_a_url_query_is_redacted_too() -> None:
     )
     assert "s3cret" not in redact("amqp://app:s3cret@broker/")
     assert redact("postgresql://db/test") == "postgresql://db/test"
+
+
+def test_the_journal_names_itself_without_a_password_in_its_url_query() -> None:
+    # the PostgreSQL journal's own description (its log lines, /readyz) redacts
+    # libpq's password= parameter as the broker's URL is redacted
+    from actorsched.journal.postgres import PostgresJournal
+
+    journal = PostgresJournal("postgresql://app@db/test?password=s3cret", shard="a")
+    assert "s3cret" not in journal.name
+    assert "password=***" in journal.name
