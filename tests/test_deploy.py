@@ -177,3 +177,21 @@ def test_the_built_wheel_offers_only_commands_that_work(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, (name, done.stderr)
         assert done.stdout.startswith("usage: ")
+
+
+@pytest.mark.parametrize("unit", ["actorsched.service", "actorsched-report.service"])
+def test_the_systemd_unit_exposes_at_most_2_5(unit: str, tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not on this machine")
+    done = subprocess.run(
+        [analyze, "security", "--offline=yes", "--threshold=25", str(DEPLOY / unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    # --threshold=25 (tenths): exit 0 only at 2.5 or under
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    (line,) = [x for x in done.stdout.splitlines() if "Overall exposure level" in x]
+    assert float(line.split(":")[1].split()[0]) <= 2.5, line
