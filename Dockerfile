@@ -16,9 +16,10 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
 USER actorsched
 WORKDIR /var/lib/actorsched
-# the default SQLite journal lives here (settings.default_journal_path)
+# the default SQLite journal lives here (settings.default_journal_path); the
+# metrics stay on the container's loopback unless ACTORSCHED_METRICS_HOST says
+# otherwise (deploy/compose.yaml sets 0.0.0.0 and publishes on the host's loopback)
 ENV STATE_DIRECTORY=/var/lib/actorsched \
-    ACTORSCHED_METRICS_HOST=0.0.0.0 \
     ACTORSCHED_METRICS_PORT=9100 \
     PYTHONUNBUFFERED=1
 VOLUME ["/var/lib/actorsched"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -41,8 +42,22 @@ def test_the_systemd_unit_verifies_and_restarts_on_failure(unit: str, tmp_path: 
 def test_the_compose_file_runs_a_pair_on_one_journal_and_an_agent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    compose: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    raw = (DEPLOY / "compose.yaml").read_text()
+    # no default password, no trust: each secret is required from deploy/.env
+    assert "guest" not in raw
+    assert "trust" not in raw.replace("no trust authentication", "")
+    variables = set(re.findall(r"\$\{(\w+):\?[^}]*\}", raw))
+    assert variables == {"ACTORSCHED_BROKER_PASSWORD", "ACTORSCHED_DB_PASSWORD"}
+    assert len(re.findall(r"\$\{", raw)) == len(re.findall(r"\$\{\w+:\?", raw))
+    example = (DEPLOY / "env.example").read_text()
+    assert {line.split("=")[0] for line in example.splitlines() if "=" in line} >= variables
+    # as compose interpolates them
+    text = re.sub(r"\$\{(\w+):\?[^}]*\}", lambda m: f"pw-{m.group(1).lower()}", raw)
+    compose: dict[str, Any] = yaml.safe_load(text)
     services = compose["services"]
+    for name in ("scheduler-a", "scheduler-b"):  # metrics published on loopback only
+        assert all(str(port).startswith("127.0.0.1:") for port in services[name]["ports"])
+    assert "ACTORSCHED_METRICS_HOST=0.0.0.0" not in (ROOT / "Dockerfile").read_text()
     assert {"rabbitmq", "postgres", "scheduler-a", "scheduler-b", "agent"} <= set(services)
     pair = [services["scheduler-a"], services["scheduler-b"]]
     assert [s["command"] for s in pair] == [["serve"], ["serve"]]
