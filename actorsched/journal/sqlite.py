@@ -18,6 +18,7 @@ Rules this module keeps (the rules every journal keeps are in ``base.py``):
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import os
@@ -61,7 +62,9 @@ DEFAULT_MIN_FREE_BYTES = 16 * 2**20
 # Claims, hosts and tenants' requests are the operator's alone: rw for the owner only.
 _PRIVATE = 0o600
 
-# "<journal id> <seq, 20 digits>\n", rewritten in place after every commit
+# "<journal id> <seq, 20 digits>\n", rewritten in place after every commit, in
+# <file>.mark and in this extended attribute of <file>
+MARK_XATTR = "user.actorsched.mark"
 _MARK_BYTES = 32 + 1 + 20 + 1
 
 # Rows per INSERT statement: 5 parameters a row stays under SQLite's oldest
@@ -115,6 +118,8 @@ class SqliteJournal(Journal):
         self._lock: IO[str] | None = None
         self._mark: int | None = None  # the descriptor of <file>.mark
         self._marked = 0
+        self._marked_by = ""  # which copy of the mark said self._marked
+        self._xattr = False  # the second copy is kept (the filesystem takes it)
         self._journal_id = ""
 
     @property
@@ -238,20 +243,38 @@ class SqliteJournal(Journal):
         where = mark_path(self.path)
         try:
             self._mark = os.open(where, os.O_RDWR | os.O_CREAT, _PRIVATE)
-            text = os.pread(self._mark, _MARK_BYTES, 0).decode("ascii", "replace").split()
+            text = os.pread(self._mark, _MARK_BYTES, 0).decode("ascii", "replace")
         except OSError as exc:
             raise JournalError(
                 f"cannot open {where}, the mark of journal {self.path}: {exc}"
             ) from exc
-        self._marked = 0
-        if len(text) == 2 and text[0] == self._journal_id and text[1].isdigit():
-            self._marked = int(text[1])  # a mark of another journal at this path is no mark
+        # the second copy, an extended attribute of the database file itself: it is
+        # there when the -wal and the .mark file are both deleted (a clean-up of
+        # "temporary" files); a filesystem without user attributes has the first only
+        try:
+            second = os.getxattr(self.path, MARK_XATTR).decode("ascii", "replace")
+            self._xattr = True
+        except OSError as exc:
+            second = ""
+            self._xattr = exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP)
+        self._marked = max(self._mark_of(text), self._mark_of(second))
+        self._marked_by = (
+            str(mark_path(self.path))
+            if self._mark_of(text) >= self._mark_of(second)
+            else f"{self.path}'s {MARK_XATTR} attribute"
+        )
+
+    def _mark_of(self, text: str) -> int:
+        words = text.split()
+        if len(words) == 2 and words[0] == self._journal_id and words[1].isdigit():
+            return int(words[1])
+        return 0  # no mark, or one of another journal that was at this path
 
     def _check_recovered(self, last_seq: int) -> None:
         if last_seq < self._marked:
             raise JournalError(
                 f"journal {self.path} holds records up to {last_seq}, but records up to "
-                f"{self._marked} were committed (its mark {mark_path(self.path)} says so): "
+                f"{self._marked} were committed (its mark {self._marked_by} says so): "
                 "its write-ahead log (-wal) was lost, cut short or damaged after an unclean "
                 "stop; restore the journal from a backup (refusing to start with fewer claims)"
             )
@@ -261,7 +284,13 @@ class SqliteJournal(Journal):
         # no fsync: the mark only has to outlive the process (kill -9), not the power;
         # after a power cut it can only be behind, so it never refuses a good journal
         if self._mark is not None:
-            os.pwrite(self._mark, f"{self._journal_id} {last_seq:020d}\n".encode(), 0)
+            line = f"{self._journal_id} {last_seq:020d}\n".encode()
+            os.pwrite(self._mark, line, 0)
+            if self._xattr:
+                try:
+                    os.setxattr(self.path, MARK_XATTR, line)
+                except OSError:  # the filesystem refuses it (full, no attributes): one copy
+                    self._xattr = False
 
     def _unreadable(self, exc: BaseException) -> JournalError:
         return JournalError(

@@ -7,6 +7,7 @@ mark, as they are while the journal is open: the test copies them then
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from journal_workload import report
 from actorsched import RequestSpec, Scheduler, SchedulerConfig
 from actorsched.core import SchedulerCore
 from actorsched.journal import JournalError, SqliteJournal
+from actorsched.journal.sqlite import MARK_XATTR
 
 CONFIG = SchedulerConfig(max_io_ops_per_host=10_000, max_instances_per_host=10_000)
 CLAIMS = 50
@@ -34,7 +36,7 @@ async def _crash_image(tmp_path: Path) -> Path:
             spec = RequestSpec(instance_uuids=[f"vm-{i}"], memory_mb=64, vcpus=1, disk_gb=1)
             await s.select_destinations(spec)
         for name in ("j.sqlite", "j.sqlite-wal", "j.sqlite.mark"):
-            shutil.copy(live / name, crashed / name)
+            shutil.copy2(live / name, crashed / name)  # with the file's attributes
         journal._since_snapshot = 0  # the live one closes without a snapshot; no matter
     return crashed / "j.sqlite"
 
@@ -73,6 +75,32 @@ async def test_a_damaged_wal_is_refused_naming_the_file(tmp_path: Path, damage: 
     assert callable(damage)
     damage(path.with_name("j.sqlite-wal"))
     with pytest.raises(JournalError, match=rf"journal {path} holds records up to \d+, but"):
+        _open(path)
+
+
+def _attributes_kept(where: Path) -> bool:
+    probe = where / "probe"
+    probe.write_bytes(b"")
+    try:
+        os.setxattr(probe, MARK_XATTR, b"x")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("damage", [_delete, _truncate], ids=["deleted", "cut"])
+async def test_a_damaged_wal_with_its_mark_file_deleted_is_refused_too(
+    tmp_path: Path, damage: object
+) -> None:
+    # the second copy of the mark, an attribute of the database file, still says
+    # how far the journal was committed
+    if not _attributes_kept(tmp_path):
+        pytest.skip(f"{tmp_path}'s filesystem keeps no user extended attributes")
+    path = await _crash_image(tmp_path)
+    assert callable(damage)
+    damage(path.with_name("j.sqlite-wal"))
+    path.with_name("j.sqlite.mark").unlink()
+    with pytest.raises(JournalError, match=rf"{MARK_XATTR} attribute says so"):
         _open(path)
 
 
