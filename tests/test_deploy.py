@@ -8,6 +8,7 @@ import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,14 @@ def test_the_built_wheel_offers_only_commands_that_work(tmp_path: Path) -> None:
         timeout=600,
     )
     (wheel,) = wheels.glob("actorsched-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    # the license travels in the wheel, and the index learns what the project is
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    assert b"License-Expression: Apache-2.0" in metadata
+    assert b"Classifier: Topic :: System :: Distributed Computing" in metadata
+    assert "actorsched/__main__.py" in names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -175,6 +184,15 @@ def test_the_built_wheel_offers_only_commands_that_work(tmp_path: Path) -> None:
         env=clean,
     )
     assert where.stdout.startswith(purelib), where.stdout
+    module = subprocess.run(  # python -m actorsched is the same command line
+        [str(python), "-m", "actorsched", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=clean,
+    )
+    assert module.stdout.startswith("actorsched "), module
     top = subprocess.run(
         [*run, "--help"], capture_output=True, text=True, check=True, cwd=tmp_path, env=clean
     )
