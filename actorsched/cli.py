@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,7 +134,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"actorsched {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        return _reader_gone()
+    try:
+        sys.stdout.flush()  # what is still buffered goes now, while a closed pipe is caught
+    except BrokenPipeError:
+        return _reader_gone()
     return result
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``actorsched hosts | head -1``): end quietly,
+    1 as a cut-off output is, with nothing more written there (not at exit either)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -424,3 +424,23 @@ def test_sigterm_while_the_broker_is_retried_stops_serve_at_once_with_0(tmp_path
         assert process.wait(timeout=10) == 0
         assert time.monotonic() - started < 5
         assert "stopped before the broker could be reached" in process.stderr.read()
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    # `actorsched config | head -1`: the reader is gone before the command writes
+    from conftest import code_under_test_env
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "actorsched", "config"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=code_under_test_env(),
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()  # before the command's first line
+    with process.stderr:
+        err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 1
+    assert err == "", err  # no BrokenPipeError traceback, nothing at exit either
