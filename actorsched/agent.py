@@ -250,6 +250,7 @@ def main(args: argparse.Namespace) -> int:
     """Entry point of ``actorsched report``."""
     chosen = settings.load(args)
     configure_logging(chosen.service.log_level, chosen.service.log_format)
+    chosen.warn_unknown_env(log)
     stop = asyncio.Event()
 
     async def _main() -> int:

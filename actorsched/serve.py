@@ -275,6 +275,7 @@ def main(args: argparse.Namespace) -> int:
     a failure to start, 2 for bad settings (before anything starts)."""
     chosen = settings.load(args)  # SettingsError: the CLI prints its line and exits 2
     configure_logging(chosen.service.log_level, chosen.service.log_format)
+    chosen.warn_unknown_env(log)
     if not chosen.service.log_decisions:
         logging.getLogger("actorsched.decisions").setLevel(logging.WARNING)
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import socket
@@ -463,6 +464,18 @@ class Settings:
     auth: AuthSettings
     sources: Mapping[str, str]  # "section.field" -> "default", "file PATH", "$VAR" or "--flag"
     nova_conf: NovaConfig | None = None  # the nova.conf read, when nova.config names one
+    # ACTORSCHED_* variables of the environment that name no setting (a typo, or a
+    # variable of another tool): named in one line at start by serve and report
+    unknown_env: tuple[str, ...] = ()
+
+    def warn_unknown_env(self, logger: logging.Logger) -> None:
+        """One line naming the ``ACTORSCHED_*`` variables that set nothing, if any."""
+        if self.unknown_env:
+            logger.warning(
+                "environment variables %s name no setting and are ignored "
+                "(`actorsched config` lists the settings)",
+                ", ".join(self.unknown_env),
+            )
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """(``section.field``, value, source) of every setting, in field order."""
@@ -687,7 +700,12 @@ def load(args: argparse.Namespace | None = None) -> Settings:
         models = {section: model(**merged[section]) for section, model in _MODELS.items()}
     except ValidationError as exc:
         raise SettingsError(_one_line(exc, origin, {})) from None
-    settings = Settings(sources=sources, nova_conf=nova_conf, **models)  # type: ignore[arg-type]
+    settings = Settings(
+        sources=sources,
+        nova_conf=nova_conf,
+        unknown_env=unknown_env(),
+        **models,  # type: ignore[arg-type]
+    )
     prefetch = settings.service.prefetch
     mailbox = settings.scheduler.mailbox_size
     if prefetch is not None and prefetch > mailbox:
@@ -697,6 +715,31 @@ def load(args: argparse.Namespace | None = None) -> Settings:
             "so that every delivery fits in the mailbox"
         )
     return settings
+
+
+# ACTORSCHED_* variables that are not settings but are read: the settings file's
+# path, and those of the tests and benchmarks
+_OTHER_ENV = frozenset({CONFIG_ENV, f"{ENV_PREFIX}NOVA_PYTHON", f"{ENV_PREFIX}NOVA_FUNCTIONAL"})
+_OTHER_ENV_PREFIXES = (f"{ENV_PREFIX}TEST_", f"{ENV_PREFIX}BENCH_", f"{ENV_PREFIX}NF_")
+
+
+def unknown_env() -> tuple[str, ...]:
+    """The ``ACTORSCHED_*`` variables set in the environment that name no setting, sorted."""
+    known = {
+        f"{_ENV_PREFIXES[section]}{name}".upper()
+        for section, model in _MODELS.items()
+        for name in model.model_fields
+    }
+    return tuple(
+        sorted(
+            key
+            for key in os.environ
+            if key.upper().startswith(ENV_PREFIX)
+            and key.upper() not in known
+            and key not in _OTHER_ENV
+            and not key.upper().startswith(_OTHER_ENV_PREFIXES)
+        )
+    )
 
 
 def _read_nova(path: str) -> NovaConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import signal
@@ -444,3 +445,23 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path: Path) 
         err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 1
     assert err == "", err  # no BrokenPipeError traceback, nothing at exit either
+
+
+def test_an_actorsched_variable_that_names_no_setting_is_named_at_start(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a typo in the environment is named, as a typo in the file is refused
+    monkeypatch.setenv("ACTORSCHED_RAM_ALLOCATON_RATIO", "2.0")  # sic
+    monkeypatch.setenv("ACTORSCHED_NOVA_PLACEMENT_URLL", "http://x")  # sic
+    monkeypatch.setenv("ACTORSCHED_HOST_SUBSET_SIZE", "2")  # a setting
+    monkeypatch.setenv("ACTORSCHED_TEST_AMQP_URL", "amqp://x")  # the tests' own
+    chosen = load()
+    assert chosen.unknown_env == (
+        "ACTORSCHED_NOVA_PLACEMENT_URLL",
+        "ACTORSCHED_RAM_ALLOCATON_RATIO",
+    )
+    assert chosen.scheduler.host_subset_size == 2
+    with caplog.at_level(logging.WARNING):
+        chosen.warn_unknown_env(logging.getLogger("actorsched.test"))
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "ACTORSCHED_NOVA_PLACEMENT_URLL, ACTORSCHED_RAM_ALLOCATON_RATIO name no setting" in line
