@@ -32,7 +32,7 @@ from .metrics import SchedulerMetrics
 from .models import SchedulerConfig
 from .nova.endpoint import NovaEndpoint
 from .nova.placement import PlacementClient, token_auth
-from .nova.placing import PlacementLink
+from .nova.placing import PlacementLink, load_host_facts
 from .scheduler import Scheduler
 from .settings import ServiceSettings, Settings, default_journal_path
 
@@ -101,11 +101,13 @@ def _nova_endpoint(
             timeout=settings.nova.placement_timeout,
             auth=token_auth(settings.nova.placement_token),
         )
+        facts_file = settings.nova.placement_host_facts
         link = PlacementLink(
             scheduler,
             client,
             poll_interval=settings.nova.placement_poll_interval,
             max_attempts=scheduler.config.max_attempts,
+            host_facts=None if facts_file is None else load_host_facts(Path(facts_file)),
         )
         log.info(
             "following Placement at %s (every %gs; claims written to it before Nova is answered)",

@@ -221,6 +221,10 @@ class NovaSettings(BaseModel):
     # seconds between polls of Placement's providers, and per call to it
     placement_poll_interval: float = Field(1.0, gt=0, le=3_600)
     placement_timeout: float = Field(10.0, gt=0, le=600)
+    # a JSON file of what Placement cannot say of a followed host: its hypervisor facts
+    # ({node: {"hypervisor_type", "hypervisor_version", "supported_instances", ...}}),
+    # which Nova's scheduler reads from its compute node records
+    placement_host_facts: str | None = Field(None, min_length=1)
 
 
 class AuthSettings(BaseModel):

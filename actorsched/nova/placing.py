@@ -19,6 +19,11 @@ What the Nova endpoint does with ``[nova] placement_url`` (see
   refused host, up to ``max_attempts`` tries; a request that still fails
   part-way removes every allocation it wrote and frees its claims, and is
   NoValidHost naming why. Nothing is answered that Placement refused.
+* **Hypervisor facts.** Placement does not hold what a hypervisor runs
+  (``supported_instances``, its type and version: Nova's scheduler reads them
+  from its compute node records); ``host_facts`` (``[nova]
+  placement_host_facts``, a JSON file by node) adds them to each followed
+  host's report, for ImagePropertiesFilter and ComputeCapabilitiesFilter.
 * **Moves.** Nova's conductor moves the instance's source allocation to the
   migration's uuid before it asks; the instance's old claim is freed here
   (the migration's allocation, which the follower lists on the source, holds
@@ -32,11 +37,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from ..core.host_facts import FACT_FIELDS
 from ..errors import NoValidHost
-from ..models import RequestSpec, Selection
+from ..models import HostReport, RequestSpec, Selection
 from ..scheduler import Scheduler
 from .placement import (
     ClaimRefused,
@@ -47,11 +56,38 @@ from .placement import (
     allocation_request,
 )
 
-__all__ = ["PlacedInstance", "PlacementLink"]
+__all__ = ["PlacedInstance", "PlacementLink", "load_host_facts"]
 
 log = logging.getLogger("actorsched.nova.placement")
 
 DEFAULT_POLL_INTERVAL = 1.0
+
+
+HostFacts = Mapping[str, Mapping[str, Any]]
+
+
+def _checked_facts(facts: HostFacts) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for node, given in facts.items():
+        if not isinstance(given, Mapping) or not set(given) <= set(FACT_FIELDS):
+            raise ValueError(
+                f"host facts of {node!r} must be an object of some of {list(FACT_FIELDS)}"
+            )
+        # validated as a report would carry them
+        empty = dict.fromkeys(
+            ("generation", "memory_mb", "memory_mb_used", "vcpus", "vcpus_used", "local_gb"), 0
+        )
+        probe = HostReport.model_validate({"host": node, "local_gb_used": 0, **empty, **given})
+        out[node] = {field: getattr(probe, field) for field in given}
+    return out
+
+
+def load_host_facts(path: Path) -> dict[str, dict[str, Any]]:
+    """The hypervisor facts of followed hosts, by node, from a JSON file."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: host facts must be a JSON object of nodes")
+    return _checked_facts(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +111,7 @@ class PlacementLink:
         *,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         max_attempts: int = 3,
+        host_facts: HostFacts | None = None,
     ) -> None:
         if not poll_interval > 0 or max_attempts < 1:
             raise ValueError(
@@ -87,6 +124,11 @@ class PlacementLink:
         self.claims = PlacementClaims(client, follower=self.follower)
         self.poll_interval = poll_interval
         self.max_attempts = max_attempts
+        self.host_facts = _checked_facts(host_facts or {})
+        # host -> the last report applied, and when (monotonic): sent again when quiet
+        self._applied: dict[str, HostReport] = {}
+        self._sent: dict[str, float] = {}
+        self._generation = 0
         self.polls = 0
         self.refusals = 0
         self._down = False  # Placement unreachable since the last poll that worked
@@ -95,16 +137,35 @@ class PlacementLink:
     # -- following ------------------------------------------------------------
 
     async def poll(self) -> None:
-        """One poll of Placement, its changes applied through the owner."""
+        """One poll of Placement, its changes applied through the owner; a followed host
+        that did not change is reported again every third of ``service_down_time``
+        (Placement answering for it is its liveness here, so a quiet host stays up)."""
         result = await self.follower.poll()
         for removed in result.removed:
+            self._applied.pop(removed.host, None)
+            self._sent.pop(removed.host, None)
             await self.scheduler.remove_host(removed.host)
-        if result.changed:
-            await self.scheduler.update_hosts(list(result.reports))
+        now = time.monotonic()
+        due = now - self.scheduler.config.service_down_time / 3
+        fresh = {r.host: r for r in result.reports} if result.changed else {}
+        again = [r for h, r in self._applied.items() if h not in fresh and self._sent[h] <= due]
+        if fresh or again:
+            reports = [self._stamped(r) for r in (*fresh.values(), *again)]
+            await self.scheduler.update_hosts(reports)
+            for report in reports:
+                self._applied[report.host] = report
+                self._sent[report.host] = now
         for provider, why in result.refused:
             log.warning("Placement provider %s is not followed: %s", provider, why)
         self.polls += 1
         self._first.set()
+
+    def _stamped(self, report: HostReport) -> HostReport:
+        """``report`` with its node's hypervisor facts (Placement has none) and a
+        generation above every one this link applied (a report sent again is newer)."""
+        self._generation = max(self._generation + 1, report.generation, time.time_ns() // 1_000)
+        facts = self.host_facts.get(report.node or report.host, {})
+        return report.model_copy(update={**facts, "generation": self._generation})
 
     async def run(self) -> None:
         """Poll every ``poll_interval`` seconds until cancelled (a term's task)."""

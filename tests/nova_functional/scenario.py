@@ -558,6 +558,10 @@ class Scenario(test.TestCase, integrated_helpers.PlacementInstanceHelperMixin):
                 "[nova]\n"
                 f'config = "{path}"\n'
                 f'cell_uuid = "{self.cell_mappings["cell1"].uuid}"\n'
+                "# host state from this run's Placement, claims written to it (noauth2)\n"
+                f'placement_url = "{self.placement_fixture.endpoint}"\n'
+                "# what Placement cannot say: each node's hypervisor facts\n"
+                f'placement_host_facts = "{os.path.join(WORKDIR, "host_facts.json")}"\n'
             )
         return path
 
@@ -618,13 +622,32 @@ class Scenario(test.TestCase, integrated_helpers.PlacementInstanceHelperMixin):
             json.dump({"at": time.time(), "hosts": self._hosts_view()}, f)
         os.replace(tmp, path)
 
+    def _write_host_facts(self) -> str:
+        """Each node's hypervisor facts (what Nova's scheduler reads from the compute
+        node records and Placement does not hold), for actorsched's
+        ``[nova] placement_host_facts``."""
+        facts = {}
+        for host in self.hosts:
+            base = self.computes[host].manager.driver.host_status_base
+            facts[host] = {  # the fake driver's nodename is the host
+                "hypervisor_type": base["hypervisor_type"],
+                "hypervisor_version": base["hypervisor_version"],
+                "supported_instances": [list(t) for t in base["supported_instances"]],
+            }
+        path = os.path.join(WORKDIR, "host_facts.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(facts, f, indent=1)
+        return path
+
     def _wait_for_external(self) -> bool:
         conf = self._write_nova_conf()
+        facts = self._write_host_facts()
         self._publish_hosts()
         ready = {
             "nova_conf": conf,
             "actorsched_toml": os.path.join(WORKDIR, "actorsched.toml"),
             "hosts_json": os.path.join(WORKDIR, "hosts.json"),
+            "host_facts_json": facts,
             "transport_url": TRANSPORT_URL,
             "amqp_url": f"amqp://{ARGS.rabbit}/{VHOST}",
             "control_exchange": EXCHANGE,

@@ -11,19 +11,25 @@ step. It prints one JSON document (``RESULT {...}``).
 * ``--scheduler nova``: Nova's own scheduler service. Proves the harness: every
   check must pass.
 * ``--scheduler external``: Nova's scheduler is not started; ``actorsched serve
-  --nova-config`` answers on the bus. actorsched does not write Placement
-  allocations yet, so this one is expected to fail, at the Placement checks.
+  --nova-config --placement-url`` answers on the bus, follows the run's
+  Placement for host state and writes each claim to it before it answers.
+  Placement does not hold the hypervisor facts (``supported_instances``, which
+  ImagePropertiesFilter reads for the fake image's ``hw_architecture``): the
+  scenario writes them to ``host_facts.json`` and serve reads that file
+  (``[nova] placement_host_facts``). No host report is sent on actorsched's
+  native queue: usage, instances and disabled services come from Placement,
+  and the down source of the evacuation is in ``ignore_hosts``. Every check
+  must pass.
 
-Each run takes 2 to 3 minutes on this idle 2-vCPU machine (all of Nova in one
-eventlet thread; the run through Nova's own scheduler is the slower, and takes
-twice as long on a loaded machine): the module takes about 5 minutes.
+The run through Nova's own scheduler takes 2.5 minutes on this idle 2-vCPU
+machine (twice as long loaded); the external one about 2 minutes (its 50
+boots in 32 s; all of Nova in one eventlet thread): the module takes about 5.
 ``tests/nova_functional/NOTES.md`` says how the harness works.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -168,72 +174,6 @@ def test_nova_functional_scenario_passes_with_novas_own_scheduler(tmp_path: Path
 # -- the external run -----------------------------------------------------------------
 
 
-def _reports(hosts: list[dict[str, Any]], generation: int) -> list[Any]:
-    """actorsched's host reports of Nova's computes (hosts.json of the scenario):
-    sizes, reserved memory and ratios from Placement's inventory, usage from the
-    resource tracker's compute node (which counts a server that has no Placement
-    allocation; Placement's usages would say 0 for every server actorsched placed),
-    up and enabled from Nova's services, the fake driver's hypervisor facts. What
-    actorsched would have to read itself to run without this test's help."""
-    from actorsched import HostReport
-
-    out = []
-    for h in hosts:
-        inv, use, node = h["inventory"], h["usages"], h.get("compute_node")
-        reserved = inv["MEMORY_MB"]["reserved"]
-        if node is not None:
-            memory_used = max(0, node["memory_mb_used"] - reserved)
-            vcpus_used, disk_used = node["vcpus_used"], node["local_gb_used"]
-        else:
-            memory_used = use.get("MEMORY_MB", 0)
-            vcpus_used, disk_used = use.get("VCPU", 0), use.get("DISK_GB", 0)
-        out.append(
-            HostReport(
-                host=h["host"],
-                node=h["node"],
-                generation=generation,
-                memory_mb=inv["MEMORY_MB"]["total"],
-                memory_mb_reserved=reserved,
-                memory_mb_used=memory_used,
-                vcpus=inv["VCPU"]["total"],
-                vcpus_used=vcpus_used,
-                local_gb=inv["DISK_GB"]["total"],
-                local_gb_used=disk_used,
-                ram_allocation_ratio=inv["MEMORY_MB"]["allocation_ratio"],
-                cpu_allocation_ratio=inv["VCPU"]["allocation_ratio"],
-                disk_allocation_ratio=inv["DISK_GB"]["allocation_ratio"],
-                enabled=h["up"] and h["enabled"],
-                instances=h["instances"],
-                hypervisor_type=h["hypervisor_type"],
-                hypervisor_version=h["hypervisor_version"],
-                supported_instances=h["supported_instances"],
-            )
-        )
-    return out
-
-
-async def _report_hosts(amqp_url: str, queue: str, hosts_json: Path, stop: asyncio.Event) -> int:
-    """Send every host's report now and each time hosts.json changes (the scenario
-    rewrites it after each step); every 5 s at least (actorsched's liveness)."""
-    from actorsched.amqp import SchedulerClient
-
-    generation, sent, seen = 0, 0, 0.0
-    async with SchedulerClient(amqp_url, queue=queue, timeout=20) as client:
-        while not stop.is_set():
-            view = json.loads(await asyncio.to_thread(hosts_json.read_text))
-            generation += 1
-            for report in _reports(view["hosts"], generation):
-                await client.update_host(report)
-                sent += 1
-            seen = view["at"]
-            for _ in range(50):  # 5 s, or sooner when the scenario rewrites hosts.json
-                now = json.loads(await asyncio.to_thread(hosts_json.read_text))["at"]
-                if stop.is_set() or now != seen:
-                    break
-                await asyncio.sleep(0.1)
-    return sent
-
-
 async def _read_until_ready(stream: asyncio.StreamReader, out: list[str]) -> dict[str, Any]:
     while line := (await asyncio.wait_for(stream.readline(), timeout=120)).decode():
         out.append(line)
@@ -251,7 +191,6 @@ async def _drain(stream: asyncio.StreamReader | None, into: list[str], echo: boo
 
 
 @pytest.mark.timeout(280)
-@pytest.mark.xfail(reason="actorsched does not write Placement allocations yet", strict=False)
 async def test_nova_functional_scenario_with_actorsched_as_novas_scheduler(
     tmp_path: Path,
 ) -> None:
@@ -282,8 +221,6 @@ async def test_nova_functional_scenario_with_actorsched_as_novas_scheduler(
     out: list[str] = []
     serve: asyncio.subprocess.Process | None = None
     serve_log: list[str] = []
-    stop = asyncio.Event()
-    reporter: asyncio.Task[int] | None = None
     try:
         ready = await _read_until_ready(scenario.stdout, out)
         queue = f"actorsched-nf-{tmp_path.name[-12:]}"
@@ -296,10 +233,17 @@ async def test_nova_functional_scenario_with_actorsched_as_novas_scheduler(
             ready["amqp_url"],
             "--queue",
             queue,
+            "--placement-url",
+            ready["placement_url"],
             "--no-journal",
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
-            env={**code_under_test_env(), "ACTORSCHED_NOVA_CELL_UUID": ready["cell_uuid"]},
+            env={
+                **code_under_test_env(),
+                "ACTORSCHED_NOVA_CELL_UUID": ready["cell_uuid"],
+                # the hypervisor facts Placement does not hold (supported_instances ...)
+                "ACTORSCHED_NOVA_PLACEMENT_HOST_FACTS": ready["host_facts_json"],
+            },
         )
         assert serve.stderr is not None
         while "ready" not in (
@@ -308,19 +252,11 @@ async def test_nova_functional_scenario_with_actorsched_as_novas_scheduler(
             assert line, "serve exited before it was ready:\n" + "".join(serve_log)
             serve_log.append(line)
         drain = asyncio.create_task(_drain(serve.stderr, serve_log))
-        reporter = asyncio.create_task(
-            _report_hosts(ready["amqp_url"], queue, Path(ready["hosts_json"]), stop)
-        )
-        await asyncio.sleep(1)  # the first reports are in before the first boot
         go.touch()
         await asyncio.wait_for(_drain(scenario.stdout, out, echo=True), timeout=EXTERNAL_WITHIN)
         await asyncio.wait_for(scenario.wait(), timeout=30)
         drain.cancel()
     finally:
-        stop.set()
-        if reporter is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(reporter, 10)
         for process in (scenario, serve):
             if process is not None and process.returncode is None:
                 process.send_signal(signal.SIGTERM)
@@ -331,9 +267,29 @@ async def test_nova_functional_scenario_with_actorsched_as_novas_scheduler(
                     await process.wait()
         if not any(line.startswith("RESULT ") for line in out):
             _drop_vhosts("".join(out))  # killed before its own clean-up
+    (tmp_path / "serve.log").write_text("".join(serve_log))
     result = _result("".join(out))
     (tmp_path / "result.json").write_text(json.dumps(result, indent=1))
     assert result.get("external", {}).get("consumers"), _explain(result)
     # serve's own lines (not the client library's reconnects once the vhost is gone)
     said = [line for line in serve_log if line.split(" ")[2:3] and "aio" not in line[:60]]
     assert result["ok"], _explain(result) + "\nserve:\n" + "".join(said)[-3000:]
+    assert scenario.returncode == 0
+    steps = {s["step"]: s for s in result["steps"]}
+    assert all(s["ok"] for s in steps.values()), _explain(result)
+    assert list(steps) == [
+        "boot",
+        "make_room",
+        "resize_confirm",
+        "migrate_confirm",
+        "migrate_revert",
+        "evacuate",
+        "delete",
+    ]
+    boot = steps["boot"]["detail"]
+    assert boot["servers"] == 50
+    assert boot["reached_no_valid_host"]  # the cloud was filled, through actorsched
+    assert boot["active"] + boot["no_valid_host"] == 50
+    assert steps["delete"]["check"]["servers"] == 0
+    assert result["timing"]["select_destinations_calls"] >= 45
+    assert result["timing"]["nova_scheduler_manager_seconds_total"] == 0  # not Nova's

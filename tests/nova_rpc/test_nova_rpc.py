@@ -122,12 +122,13 @@ async def nova_stack(
     roles: frozenset[Role] = frozenset(ROLES),
     extra: str = "",
     placement: Callable[[Scheduler], PlacementLink] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> AsyncIterator[NovaStack]:
     tag = uuid.uuid4().hex[:10]
     exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
     conf = read(str(nova_conf(tmp_path / "nova.conf", exchange, host, extra)))
-    config = SchedulerConfig(seed=3, **{name: value for name, (value, _) in conf.scheduler.items()})
-    scheduler = Scheduler(config)
+    settings = {name: value for name, (value, _) in conf.scheduler.items()}
+    scheduler = Scheduler(SchedulerConfig(seed=3, **{**settings, **(config or {})}))
     metrics = ServiceMetrics(scheduler)
     endpoint = NovaEndpoint(
         scheduler,

@@ -5,11 +5,14 @@ seeded as Nova's computes make them, the Nova endpoint with a PlacementLink,
 and Nova 34's scheduler client over the real broker: every Selection it gets
 was claimed in Placement first and carries its allocation request, alternates
 carry theirs, a host Placement refuses is never answered, nothing is ever
-over capacity in Placement, and a call delivered twice claims once.
+over capacity in Placement, and a call delivered twice claims once. A
+followed host that does not change stays up past ``service_down_time``, and
+the hypervisor facts Placement lacks come from the link's host facts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import uuid
@@ -23,7 +26,7 @@ from placement_seed import Seeder
 
 from actorsched import Scheduler
 from actorsched.nova.placement import MICROVERSION, PlacementClient, token_auth
-from actorsched.nova.placing import PlacementLink
+from actorsched.nova.placing import PlacementLink, load_host_facts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nova_rpc"))
 from test_nova_rpc import NovaStack, nova_stack
@@ -178,3 +181,88 @@ async def test_a_host_taken_behind_its_back_is_refused_by_placement_and_the_next
             )
     finally:
         _cleanup(seed, consumers, [big, small])
+
+
+async def test_a_followed_host_that_does_not_change_stays_up(
+    seed: Seeder, placement: PlacementServer, tmp_path: Path
+) -> None:
+    # Placement answering for a provider is its liveness: a provider whose generation
+    # never moves is reported again before service_down_time, not left to go stale
+    tag = uuid.uuid4().hex[:6]
+    quiet = seed.compute_node(f"pq-{tag}", memory_mb=8 * GB, reserved_mb=0, ram_ratio=1.0)
+    consumers: list[str] = []
+    try:
+        async with nova_stack(
+            tmp_path,
+            [],
+            placement=_link(placement.url, 0.2),
+            config={"service_down_time": 1.5},
+        ) as stack:
+            link = stack.endpoint.placement
+            assert link is not None
+            assert await link.ready(10)
+            await asyncio.sleep(4)  # over twice service_down_time with nothing changed
+            instance = str(uuid.uuid4())
+            got = await _select(stack, [instance], 2 * GB)
+            assert got["ok"], got
+            consumers.append(instance)
+            assert list(seed.consumer(instance)["allocations"]) == [quiet]
+    finally:
+        _cleanup(seed, consumers, [quiet])
+
+
+async def test_hypervisor_facts_placement_lacks_come_from_host_facts(
+    seed: Seeder, placement: PlacementServer, tmp_path: Path
+) -> None:
+    # Placement holds no supported_instances: ImagePropertiesFilter reads them from
+    # the link's host facts ([nova] placement_host_facts), by node
+    tag = uuid.uuid4().hex[:6]
+    x86, bare = f"pf-{tag}-x86", f"pf-{tag}-bare"
+    nodes = {
+        name: seed.compute_node(name, memory_mb=size * GB, reserved_mb=0, ram_ratio=1.0)
+        for name, size in ((x86, 4), (bare, 16))  # the bigger one would win on RAM
+    }
+    facts = tmp_path / "host_facts.json"
+    facts.write_text(
+        json.dumps(
+            {x86: {"hypervisor_type": "fake", "supported_instances": [["x86_64", "fake", "hvm"]]}}
+        )
+    )
+
+    def make(scheduler: Scheduler) -> PlacementLink:
+        client = PlacementClient(placement.url, timeout=5.0, auth=token_auth())
+        return PlacementLink(
+            scheduler, client, poll_interval=0.2, host_facts=load_host_facts(facts)
+        )
+
+    consumers: list[str] = []
+    try:
+        async with nova_stack(
+            tmp_path,
+            [],
+            placement=make,
+            extra="[filter_scheduler]\nenabled_filters = ComputeFilter,ImagePropertiesFilter\n",
+        ) as stack:
+            link = stack.endpoint.placement
+            assert link is not None
+            assert await link.ready(10)
+            arm, x86_64 = str(uuid.uuid4()), str(uuid.uuid4())
+            wrong, right = await stack.nova(
+                {
+                    "op": "select",
+                    "uuids": [arm],
+                    "spec": {"memory_mb": GB, "image_properties": {"hw_architecture": "aarch64"}},
+                },
+                {
+                    "op": "select",
+                    "uuids": [x86_64],
+                    "spec": {"memory_mb": GB, "image_properties": {"hw_architecture": "x86_64"}},
+                },
+            )
+            assert wrong["is_no_valid_host"], wrong
+            assert right["ok"], right
+            consumers.append(x86_64)
+            assert right["result"][0][0]["nodename"] == x86
+            assert list(seed.consumer(x86_64)["allocations"]) == [nodes[x86]]
+    finally:
+        _cleanup(seed, consumers, list(nodes.values()))
