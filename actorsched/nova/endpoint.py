@@ -33,6 +33,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import aio_pika
@@ -51,7 +52,7 @@ from ..auth import ROLES, Role
 from ..core import GetHostStates
 from ..errors import InvalidRequest, NoValidHost, SchedulerStopped
 from ..journal import JournalError
-from ..models import Selection
+from ..models import RequestSpec, Selection
 from ..scheduler import Scheduler
 from . import objects, wire
 from .conf import NovaConfig
@@ -505,6 +506,7 @@ class NovaEndpoint:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
             raise _bad(f"RequestSpec field {where}: {first['msg']}") from None
+        request = replace(request, spec=self._as_nodes(request.spec))
         claimed: dict[tuple[str, str], str] = {}  # (instance, host) -> allocation request
         return_objects = bool(args.get("return_objects", False))
         return_alternates = bool(args.get("return_alternates", False)) and return_objects
@@ -701,6 +703,32 @@ class NovaEndpoint:
         if node is None or self._service_hosts.get(node, node) != host:
             return
         await self.scheduler.release(instance)
+
+    def _as_nodes(self, spec: RequestSpec) -> RequestSpec:
+        """``spec`` with its ``ignore_hosts`` and ``force_hosts``, which Nova gives as
+        service hosts (its host manager matches them against each node's host, in
+        any case), extended by the nodes (actorsched's hosts) of those service hosts."""
+        if not self._service_hosts or not (spec.ignore_hosts or spec.force_hosts):
+            return spec
+
+        def nodes(names: list[str]) -> list[str]:
+            wanted = {name.lower() for name in names}
+            extra = [
+                node
+                for node, host in self._service_hosts.items()
+                if host.lower() in wanted and node.lower() not in wanted
+            ]
+            return [*names, *extra]
+
+        data = spec.model_dump()
+        data.update(ignore_hosts=nodes(spec.ignore_hosts), force_hosts=nodes(spec.force_hosts))
+        try:  # checked again: the lists keep their bound
+            return RequestSpec.model_validate(data)
+        except ValidationError:
+            raise _bad(
+                "ignore_hosts or force_hosts name service hosts of more nodes than a "
+                "request may list"
+            ) from None
 
     def _provider(self, host: str) -> str | None:
         """The Placement resource provider (compute node uuid) of ``host``, if followed."""

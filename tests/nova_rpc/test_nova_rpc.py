@@ -154,16 +154,20 @@ async def nova_stack(
     try:
         async with scheduler:
             await scheduler.update_hosts(hosts)
-            await endpoint.start()
-            await service.start()
-            for _ in range(200):  # the probe begins the term: the endpoint consumes
-                if endpoint._consuming:
-                    break
-                await asyncio.sleep(0.05)
-            assert endpoint._consuming, "the service never began a term"
-            yield NovaStack(scheduler, endpoint, tmp_path / "nova.conf", topic, exchange)
-            await service.stop()
-            await endpoint.stop()
+            try:
+                await endpoint.start()
+                await service.start()
+                for _ in range(200):  # the probe begins the term: the endpoint consumes
+                    if endpoint._consuming:
+                        break
+                    await asyncio.sleep(0.05)
+                assert endpoint._consuming, "the service never began a term"
+                yield NovaStack(scheduler, endpoint, tmp_path / "nova.conf", topic, exchange)
+            finally:
+                # also when the test failed: a service left running would keep the loop
+                # from closing, and the failure would hang instead of being reported
+                await service.stop()
+                await endpoint.stop()
     finally:
         if endpoint.placement is not None:
             await endpoint.placement.client.close()
@@ -551,6 +555,22 @@ async def test_instance_casts_name_the_service_host_and_a_delete_frees_the_claim
         )
         [[other]] = got["result"]
         assert (other["service_host"], other["nodename"]) == ("node-b.example",) * 2
+        # Nova names service hosts in ignore_hosts and force_hosts (in any case): they
+        # stand for that service host's nodes
+        ignored, forced = await stack.nova(
+            {
+                "op": "select",
+                "uuids": _uuids(1),
+                "spec": {"memory_mb": 256, "ignore_hosts": ["Compute-A"]},
+            },
+            {
+                "op": "select",
+                "uuids": _uuids(1),
+                "spec": {"memory_mb": 256, "force_hosts": ["compute-a"]},
+            },
+        )
+        assert {s["nodename"] for s in ignored["result"][0]} == {"node-b.example"}
+        assert [s["nodename"] for s in forced["result"][0]] == ["node-a.example"]
         # a delete cast from another service host (a move's source) frees nothing
         await stack.nova({"op": "delete_instance_info", "host": "compute-b", "uuid": first})
         await _cast_done(stack, "delete_instance_info", 1)
