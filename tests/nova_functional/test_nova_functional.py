@@ -49,6 +49,16 @@ SCENARIO = Path(__file__).with_name("scenario.py")
 TEST_REQUIREMENTS = ("oslotest", "testtools", "wsgi_intercept", "placement")
 
 pytestmark = [pytest.mark.amqp, pytest.mark.slow]
+# the scenario's steps, in order (each run must report every one)
+STEPS = (
+    "boot",
+    "make_room",
+    "resize_confirm",
+    "migrate_confirm",
+    "migrate_revert",
+    "evacuate",
+    "delete",
+)
 # seconds the external run may take from the go (a diagnosis by hand may want longer)
 EXTERNAL_WITHIN = float(os.environ.get("ACTORSCHED_NF_EXTERNAL_WITHIN", "200"))
 
@@ -150,15 +160,7 @@ def test_nova_functional_scenario_passes_with_novas_own_scheduler(tmp_path: Path
     assert result["ok"], _explain(result)
     assert run.returncode == 0
     steps = {s["step"]: s for s in result["steps"]}
-    assert list(steps) == [
-        "boot",
-        "make_room",
-        "resize_confirm",
-        "migrate_confirm",
-        "migrate_revert",
-        "evacuate",
-        "delete",
-    ]
+    assert list(steps) == list(STEPS)
     boot = steps["boot"]["detail"]
     assert boot["servers"] == 50
     assert boot["reached_no_valid_host"]  # the cloud was filled
@@ -277,15 +279,7 @@ async def test_nova_functional_scenario_with_actorsched_as_novas_scheduler(
     assert scenario.returncode == 0
     steps = {s["step"]: s for s in result["steps"]}
     assert all(s["ok"] for s in steps.values()), _explain(result)
-    assert list(steps) == [
-        "boot",
-        "make_room",
-        "resize_confirm",
-        "migrate_confirm",
-        "migrate_revert",
-        "evacuate",
-        "delete",
-    ]
+    assert list(steps) == list(STEPS)
     boot = steps["boot"]["detail"]
     assert boot["servers"] == 50
     assert boot["reached_no_valid_host"]  # the cloud was filled, through actorsched

@@ -54,9 +54,9 @@ def seed(placement: PlacementServer) -> Iterator[Seeder]:
     seeder.close()
 
 
-def _link(url: str, poll_interval: float) -> Any:
+def _link(url: str, poll_interval: float, timeout: float = 5.0) -> Any:
     def make(scheduler: Scheduler) -> PlacementLink:
-        client = PlacementClient(url, timeout=5.0, auth=token_auth())
+        client = PlacementClient(url, timeout=timeout, auth=token_auth())
         return PlacementLink(scheduler, client, poll_interval=poll_interval, max_attempts=3)
 
     return make

@@ -22,12 +22,9 @@ import pytest
 from placement_fixture import PlacementServer, placement_missing, running_placement
 from placement_seed import Seeder
 
-from actorsched import Scheduler
-from actorsched.nova.placement import PlacementClient, token_auth
-from actorsched.nova.placing import PlacementLink
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nova_rpc"))
 from test_nova_rpc import AMQP_URL, NovaStack, _delete, nova_conf, nova_stack
+from test_placement_nova import _cleanup, _link, _used_and_capacity
 
 from actorsched.amqp.service import dead_letter_names
 
@@ -53,14 +50,6 @@ def seed(placement: PlacementServer) -> Iterator[Seeder]:
     seeder.close()
 
 
-def _link(url: str, poll_interval: float) -> Any:
-    def make(scheduler: Scheduler) -> PlacementLink:
-        client = PlacementClient(url, timeout=TIMEOUT, auth=token_auth())
-        return PlacementLink(scheduler, client, poll_interval=poll_interval, max_attempts=3)
-
-    return make
-
-
 def _select(uuids: list[str], memory_mb: int) -> dict[str, Any]:
     return {"op": "select", "uuids": uuids, "spec": {"memory_mb": memory_mb, "root_gb": 1}}
 
@@ -78,10 +67,8 @@ def _census(seed: Seeder, providers: dict[str, str], told: dict[str, str]) -> di
             lost.append(instance)
     over = []
     for provider in providers.values():
-        inventory = seed.expect(200, "GET", f"/resource_providers/{provider}/inventories")
-        memory = inventory["inventories"]["MEMORY_MB"]
-        capacity = int((memory["total"] - memory["reserved"]) * memory["allocation_ratio"])
-        if seed.usages(provider).get("MEMORY_MB", 0) > capacity:
+        used, capacity = _used_and_capacity(seed, provider)
+        if used > capacity:
             over.append(provider)
     return {"doubled": doubled, "over": over, "lost": lost}
 
@@ -104,7 +91,7 @@ async def test_placement_down_or_frozen_is_a_prompt_no_valid_host_and_back_again
     providers = {node: seed.compute_node(node, memory_mb=16 * GB, reserved_mb=0, ram_ratio=1.0)}
     told: dict[str, str] = {}
     try:
-        async with nova_stack(tmp_path, [], placement=_link(placement.url, 0.2)) as stack:
+        async with nova_stack(tmp_path, [], placement=_link(placement.url, 0.2, TIMEOUT)) as stack:
             link = stack.endpoint.placement
             assert link is not None
             assert await link.ready(10)
@@ -134,10 +121,7 @@ async def test_placement_down_or_frozen_is_a_prompt_no_valid_host_and_back_again
             told[back] = placed["result"][0][0]["nodename"]
         assert _census(seed, providers, told) == {"doubled": [], "over": [], "lost": []}
     finally:
-        for instance in told:
-            seed.call("DELETE", f"/allocations/{instance}")
-        for provider in providers.values():
-            seed.delete_provider(provider)
+        _cleanup(seed, list(told), list(providers.values()))
 
 
 async def test_an_inventory_shrunk_behind_actorscheds_back_is_refused_and_the_next_host_taken(
@@ -153,7 +137,7 @@ async def test_an_inventory_shrunk_behind_actorscheds_back_is_refused_and_the_ne
     cleanup: list[str] = []
     try:
         # one poll, then none for a minute: actorsched still sees 16 GB on the big host
-        async with nova_stack(tmp_path, [], placement=_link(placement.url, 60.0)) as stack:
+        async with nova_stack(tmp_path, [], placement=_link(placement.url, 60.0, TIMEOUT)) as stack:
             link = stack.endpoint.placement
             assert link is not None
             assert await link.ready(10)
@@ -175,10 +159,7 @@ async def test_an_inventory_shrunk_behind_actorscheds_back_is_refused_and_the_ne
             assert link.refusals == 1
         assert _census(seed, providers, told) == {"doubled": [], "over": [], "lost": []}
     finally:
-        for instance in cleanup:
-            seed.call("DELETE", f"/allocations/{instance}")
-        for provider in providers.values():
-            seed.delete_provider(provider)
+        _cleanup(seed, cleanup, list(providers.values()))
 
 
 async def test_kill_9_of_serve_in_a_storm_of_nova_calls_loses_doubles_and_overcommits_nothing(
@@ -267,10 +248,7 @@ async def test_kill_9_of_serve_in_a_storm_of_nova_calls_loses_doubles_and_overco
             if process is not None and process.returncode is None:
                 process.kill()
                 await process.wait()
-        for one in every:
-            seed.call("DELETE", f"/allocations/{one}")
-        for provider in providers.values():
-            seed.delete_provider(provider)
+        _cleanup(seed, every, list(providers.values()))
         dead = dead_letter_names(queue)
         await _delete(
             [queue, dead[1], topic, f"{topic}.{host}", f"actorsched.nova.dead.{topic}"],
