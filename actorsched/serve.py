@@ -56,7 +56,11 @@ def _build_scheduler(config: SchedulerConfig, service: ServiceSettings) -> Sched
         if "://" not in path and create:  # a missing directory is made private to this user
             Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         journal = open_journal(
-            path, shard=service.shard, commit_timeout=service.commit_timeout, create=create
+            path,
+            shard=service.shard,
+            commit_timeout=service.commit_timeout,
+            create=create,
+            owner_check_interval=service.owner_check_interval,
         )
     return Scheduler(
         config,

@@ -55,7 +55,7 @@ from .amqp.protocol import (
     DEFAULT_URL,
 )
 from .auth import ROLES, Role
-from .journal import DEFAULT_COMMIT_TIMEOUT, DEFAULT_SHARD
+from .journal import DEFAULT_COMMIT_TIMEOUT, DEFAULT_OWNER_CHECK_INTERVAL, DEFAULT_SHARD
 from .models import Name, SchedulerConfig
 from .nova.conf import NovaConfig, NovaConfigError
 from .nova.conf import read as read_nova_conf
@@ -148,6 +148,9 @@ class ServiceSettings(BaseModel):
     follow_interval: float = Field(DEFAULT_FOLLOW_INTERVAL, gt=0)
     # seconds a journal commit may take: past it serve fail-stops (its standby takes over)
     commit_timeout: float = Field(DEFAULT_COMMIT_TIMEOUT, gt=0)
+    # seconds an idle active goes without confirming in a postgresql:// journal that
+    # it still owns the shard: the longest two serves may both say "active"
+    owner_check_interval: float = Field(DEFAULT_OWNER_CHECK_INTERVAL, gt=0)
     # seconds to keep trying the broker at start, a line per attempt (0: try once)
     connect_timeout: float = Field(30.0, ge=0)
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = (
@@ -343,6 +346,12 @@ FLAGS: tuple[Flag, ...] = (
         "service",
         "commit_timeout",
         "seconds a journal commit may take before serve fail-stops so its standby takes over",
+    ),
+    Flag(
+        "service",
+        "owner_check_interval",
+        "seconds an idle active goes without confirming in a postgresql:// journal that it "
+        "still owns the shard (taken over: it fail-stops)",
     ),
     Flag(
         "service",

@@ -38,7 +38,9 @@ Rules this module keeps:
 * Fail-stop: a journal error (a failed write, or fenced: another owner
   took the shard) is never answered or acked. The service stops consuming
   at once, logs why in one line, and sets :attr:`SchedulerService.failure`;
-  ``actorsched serve`` then exits non-zero.
+  ``actorsched serve`` then exits non-zero. An idle owner learns it was
+  taken over from its journal's own check (``Journal.owner_check_interval``),
+  not only from its next commit: one cut off from the broker cannot hear it.
 
 Run it with ``actorsched serve`` (:mod:`.serve`) or, in-process::
 
@@ -433,6 +435,8 @@ class SchedulerService:
             journal = self.scheduler.journal
             if journal is not None:
                 await self._claim_queue(channel, journal.identity, journal.former_identities)
+                # taken over while idle (its broker link cut, so it cannot hear it): stop
+                journal.failure_listeners.append(self._fail_stop)
             # a lost channel or connection ends the term: the broker may give
             # the queue to another consumer before this one is back
             channel.close_callbacks.add(self._on_lost)

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import os
 
-from .base import DEFAULT_COMMIT_TIMEOUT, Journal, JournalStats, Recovery
+from .base import (
+    DEFAULT_COMMIT_TIMEOUT,
+    DEFAULT_OWNER_CHECK_INTERVAL,
+    Journal,
+    JournalStats,
+    Recovery,
+)
 from .errors import (
     JournalError,
     JournalFenced,
@@ -26,6 +32,7 @@ from .sqlite import SqliteJournal
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT",
+    "DEFAULT_OWNER_CHECK_INTERVAL",
     "DEFAULT_SHARD",
     "Journal",
     "JournalError",
@@ -49,6 +56,7 @@ def open_journal(
     snapshot_every: int = 20_000,
     commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
     create: bool = True,
+    owner_check_interval: float = DEFAULT_OWNER_CHECK_INTERVAL,
 ) -> Journal:
     """The journal ``where`` names: a ``postgresql://`` URL, or else the path of an SQLite file.
 
@@ -65,6 +73,7 @@ def open_journal(
             snapshot_every=snapshot_every,
             commit_timeout=commit_timeout,
             create=create,
+            owner_check_interval=owner_check_interval,
         )
     if shard != DEFAULT_SHARD:
         raise ValueError(

@@ -56,7 +56,15 @@ from .errors import JournalError, JournalGap
 from .records import Record, apply, count_changes, records_of
 from .snapshot import encode, restore
 
-__all__ = ["DEFAULT_COMMIT_TIMEOUT", "Journal", "JournalStats", "Recovery", "Row", "StoredSnapshot"]
+__all__ = [
+    "DEFAULT_COMMIT_TIMEOUT",
+    "DEFAULT_OWNER_CHECK_INTERVAL",
+    "Journal",
+    "JournalStats",
+    "Recovery",
+    "Row",
+    "StoredSnapshot",
+]
 
 log = logging.getLogger("actorsched.journal")
 
@@ -107,6 +115,8 @@ class _Pending:
 
 # seconds a commit may take before the journal fails (Journal.commit_timeout)
 DEFAULT_COMMIT_TIMEOUT = 5.0
+# seconds an idle owner goes without confirming it still holds the shard
+DEFAULT_OWNER_CHECK_INTERVAL = 1.0
 
 # Records fetched per query while recovering or following: bounds the memory
 # one fetch takes, whatever the length of the tail.
@@ -136,11 +146,17 @@ class Journal(ABC):
         snapshot_every: int,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
         snapshot_timeout: float | None = None,
+        owner_check_interval: float = DEFAULT_OWNER_CHECK_INTERVAL,
     ) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
         if not commit_timeout > 0:
             raise ValueError(f"commit_timeout must be above 0, got {commit_timeout}")
+        if not owner_check_interval > 0:
+            raise ValueError(f"owner_check_interval must be above 0, got {owner_check_interval}")
+        self.owner_check_interval = owner_check_interval
+        # called on the loop with the error when the journal fails outside any commit
+        self.failure_listeners: list[Callable[[JournalError], None]] = []
         self.snapshot_every = snapshot_every
         self.commit_timeout = commit_timeout
         # a snapshot is one large write: it may take longer than a commit
@@ -160,6 +176,7 @@ class Journal(ABC):
         self._closed = False
         self._opened = False
         self._term = 0
+        self._holding = False  # acquired and not stepped down: the writer checks the term
         # what the writer thread is doing: (what, monotonic start, its limit), or None
         self._busy: tuple[str, float, float] | None = None
         self._waiting: set[asyncio.Future[None]] = set()
@@ -220,6 +237,9 @@ class Journal(ABC):
     def _writer_here(self) -> bool:
         """True when this process may write (a standby that never took over may not)."""
         return True
+
+    def _check_still_writer(self) -> None:  # noqa: B027 (a hook: none by default)
+        """Writer thread: raise :class:`JournalFenced` when another process took the shard."""
 
     def _check_recovered(self, last_seq: int) -> None:  # noqa: B027 (a hook: none by default)
         """Raise if recovery ended at ``last_seq`` while more is known to be committed."""
@@ -325,6 +345,7 @@ class Journal(ABC):
             raise JournalError(f"open journal {self.name} before acquiring it")
         self._check_usable()
         self._term = self._acquire()
+        self._holding = True
         return self._term
 
     def catch_up(self, core: SchedulerCore) -> int:
@@ -475,6 +496,7 @@ class Journal(ABC):
         ``Scheduler.step_down`` waits for it, so that nothing of a term is
         written after the scheduler went back to following.
         """
+        self._holding = False  # the term is over: nothing more to confirm
         if self._thread is None or self._loop is None or self._failed is not None:
             return
         done: asyncio.Future[None] = self._loop.create_future()
@@ -490,7 +512,11 @@ class Journal(ABC):
 
     def _write_loop(self) -> None:
         while True:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=self.owner_check_interval)
+            except queue.Empty:
+                self._confirm_term()
+                continue
             group = [first]
             with contextlib.suppress(queue.Empty):
                 while True:
@@ -513,6 +539,32 @@ class Journal(ABC):
                         loop.call_soon_threadsafe(self._settle, barriers, error)
             if len(items) != len(group):  # the stop sentinel, always last
                 return
+
+    def _confirm_term(self) -> None:
+        """Writer thread, idle: fail the journal when this owner's term was taken over."""
+        if not self._holding or self._failed is not None or self._closed:
+            return
+        self._busy = ("check of the shard's owner", time.monotonic(), self.commit_timeout)
+        try:
+            self._check_still_writer()
+        except JournalError as exc:
+            self._failed = exc
+            log.error("%s", exc)
+        except Exception as exc:
+            # a database that cannot be asked is not a takeover: the next commit tells
+            log.warning("journal %s: could not confirm this owner's term: %s", self.name, exc)
+            return
+        finally:
+            self._busy = None
+        failed = self._failed
+        loop = self._loop
+        if failed is not None and loop is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop has nobody to tell
+                loop.call_soon_threadsafe(self._tell_failure, failed)
+
+    def _tell_failure(self, error: JournalError) -> None:
+        for listener in list(self.failure_listeners):
+            listener(error)
 
     def _commit(
         self, items: list[_Pending]

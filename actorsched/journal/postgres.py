@@ -34,7 +34,14 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ..logs import redact
-from .base import DEFAULT_COMMIT_TIMEOUT, Journal, Row, StoredSnapshot, rows_of
+from .base import (
+    DEFAULT_COMMIT_TIMEOUT,
+    DEFAULT_OWNER_CHECK_INTERVAL,
+    Journal,
+    Row,
+    StoredSnapshot,
+    rows_of,
+)
 from .errors import JournalError, JournalFenced, JournalMissing, JournalUnavailable
 
 __all__ = ["DEFAULT_SHARD", "SCHEMA_VERSION", "PostgresJournal", "is_postgres_url"]
@@ -107,9 +114,14 @@ class PostgresJournal(Journal):
         connect_timeout: float = 5.0,
         reconnect_timeout: float = 10.0,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT,
+        owner_check_interval: float = DEFAULT_OWNER_CHECK_INTERVAL,
         create: bool = True,
     ) -> None:
-        super().__init__(snapshot_every=snapshot_every, commit_timeout=commit_timeout)
+        super().__init__(
+            snapshot_every=snapshot_every,
+            commit_timeout=commit_timeout,
+            owner_check_interval=owner_check_interval,
+        )
         self.create = create  # False: a shard the database does not hold is JournalMissing
         if not is_postgres_url(url):
             raise ValueError(f"a PostgreSQL journal needs a postgresql:// URL, got {url[:80]!r}")
@@ -370,6 +382,13 @@ class PostgresJournal(Journal):
 
     def _writer_here(self) -> bool:
         return self.epoch is not None
+
+    def _check_still_writer(self) -> None:
+        if self.epoch is None:
+            return
+        epoch_now, _, owner = self._shard_row_on_writer()
+        if epoch_now != self.epoch:
+            raise self._fenced(epoch_now, owner)
 
     def _fenced(self, epoch: int, owner: str) -> JournalFenced:
         holder = owner or "no owner recorded"

@@ -90,6 +90,39 @@ async def test_a_second_owner_fences_the_first(shard: str) -> None:
     assert sorted(core.claims()) == ["vm-1", "vm-3"], "the deposed owner wrote nothing"
 
 
+async def test_an_idle_owner_learns_of_a_takeover_from_its_own_check(shard: str) -> None:
+    # no commit follows the takeover: the check of the shard's epoch finds it
+    journal = PostgresJournal(PG_URL, shard=shard, owner_check_interval=0.2)
+    told: list[JournalError] = []
+    async with Scheduler(CONFIG, journal=journal) as first:
+        journal.failure_listeners.append(told.append)
+        await first.update_host(report("h1", 1))
+        await asyncio.sleep(0.5)
+        assert journal.failed is None, "its own epoch: nothing to tell"
+        pg_execute(
+            "UPDATE actorsched_shards SET epoch = epoch + 1, owner = 'operator' WHERE shard = %s",
+            (shard,),
+        )
+        for _ in range(40):
+            if told:
+                break
+            await asyncio.sleep(0.05)
+        assert [type(e) for e in told] == [JournalFenced]
+        assert "its epoch is 2 (operator)" in str(told[0])
+        assert journal.failed is told[0]
+
+
+async def test_a_stepped_down_owner_does_not_check_a_term_it_gave_up(shard: str) -> None:
+    journal = PostgresJournal(PG_URL, shard=shard, owner_check_interval=0.1)
+    async with Scheduler(CONFIG, journal=journal) as first:
+        await first.update_host(report("h1", 1))
+        await first.step_down()
+        async with Scheduler(CONFIG, journal=_pg(shard)) as second:  # takes the shard
+            await second.update_host(report("h2", 1))
+            await asyncio.sleep(0.5)
+            assert journal.failed is None, "a standby follows; its old term is nobody's concern"
+
+
 async def test_an_epoch_stolen_by_hand_fails_the_owners_next_commit(shard: str) -> None:
     async with Scheduler(CONFIG, journal=_pg(shard)) as s:
         await s.update_host(report("h1", 1))
