@@ -231,6 +231,7 @@ _MAX_HV_SPECS = 64
 _MAX_CPU_INFO = 16_384  # characters of cpu_info's JSON text
 _MAX_STATS = 256
 _MAX_IMAGE_PROPERTIES = 256  # Nova's ImageMetaProps has fewer fields
+_MAX_METRICS = 256  # a compute's monitors report a few dozen
 _MAX_QUERY = 16_384  # characters of a JsonFilter query's JSON text
 
 
@@ -248,6 +249,15 @@ def _zero(value: int) -> bool:
 
 def _none(value: object) -> bool:
     return value is None
+
+
+def _empty(value: object) -> bool:
+    return not value
+
+
+# a metric's value (Nova's MonitorMetric.value): finite, within what float64
+# sums of a few weighted metrics hold exactly enough to order hosts
+MetricValue = Annotated[float, Field(ge=-1e15, le=1e15, allow_inf_nan=False)]
 
 
 class Units(_Message):
@@ -338,6 +348,17 @@ class HostReport(_Message):
     cpu_info: Annotated[str, Field(max_length=_MAX_CPU_INFO)] | None = None
     stats: Annotated[dict[Name, MetaValue], Field(max_length=_MAX_STATS)] = Field(
         default_factory=dict, json_schema_extra={"default": {}}
+    )
+    # Nova's HostState.failed_builds: the builds that failed on the host since
+    # its last success (Nova's compute keeps the count in its stats, a success
+    # resets it; with 0 here, a ``failed_builds`` stat is read, as Nova's
+    # HostState does), read by BuildFailureWeigher; and its monitors' metrics by name
+    # (Nova's compute node metrics), read by MetricsFilter and MetricsWeigher.
+    # Both are facts (kept once per distinct value), left out of the JSON when
+    # at their defaults
+    failed_builds: Count = Field(0, exclude_if=_zero)
+    metrics: Annotated[dict[Name, MetricValue], Field(max_length=_MAX_METRICS)] = Field(
+        default_factory=dict, json_schema_extra={"default": {}}, exclude_if=_empty
     )
 
     @model_validator(mode="after")
@@ -612,13 +633,15 @@ AGGREGATE_FILTERS: tuple[str, ...] = (
 HOST_FACTS_FILTERS: tuple[str, ...] = ("ComputeCapabilitiesFilter", "ImagePropertiesFilter")
 # Built-in, not enabled by default (nor by Nova's defaults: a nova.conf's
 # enabled_filters names them): the per-aggregate instance and I/O limits, the
-# isolation of images to hosts and to aggregates, and the query scheduler hint.
+# isolation of images to hosts and to aggregates, the query scheduler hint, and
+# the hosts that report every metric metrics_weight_setting names.
 OPTIONAL_FILTERS: tuple[str, ...] = (
     "AggregateNumInstancesFilter",
     "AggregateIoOpsFilter",
     "IsolatedHostsFilter",
     "AggregateImagePropertiesIsolation",
     "JsonFilter",
+    "MetricsFilter",
 )
 
 
@@ -690,6 +713,21 @@ class SchedulerConfig(BaseModel):
     # HypervisorVersionWeigher's multiplier (newer hypervisors first): 0, off, by
     # default, as Nova 18 had no such weigher; a nova.conf sets Nova 34's (1.0)
     hypervisor_version_weight_multiplier: float = 0.0
+    # BuildFailureWeigher's multiplier (Nova's default: hosts with recent failed
+    # builds last; its weight is -failed_builds normalized, times this)
+    build_failure_weight_multiplier: float = 1_000_000.0
+    # Nova's [metrics] options: (metric, ratio) pairs in order, a name possibly
+    # twice (MetricsFilter passes the hosts that report every name; MetricsWeigher
+    # weighs the sum of value x ratio), MetricsWeigher's multiplier, whether a
+    # weighed host without one of them fails the request (InvalidRequest) or
+    # weighs weight_of_unavailable
+    metrics_weight_setting: Annotated[
+        list[tuple[Name, Annotated[float, Field(allow_inf_nan=False)]]],
+        Field(max_length=_MAX_METRICS),
+    ] = _empty_list()
+    metrics_weight_multiplier: float = 1.0
+    metrics_required: bool = True
+    metrics_weight_of_unavailable: float = -10_000.0
     claim_timeout: float = Field(600.0, gt=0)
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)

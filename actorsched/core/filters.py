@@ -32,7 +32,8 @@ AggregateIoOpsFilter's limits are per membership too (one gather), against
 the counts as claims leave them. The other opt-in filters
 (:data:`~actorsched.models.OPTIONAL_FILTERS`): IsolatedHostsFilter reads
 the configuration and the request's image id, JsonFilter (:mod:`.json_filter`)
-the ``query`` hint. Where Nova 18 and 34 have one rule, it holds under both.
+the ``query`` hint, MetricsFilter (:mod:`.host_facts`) the metrics hosts
+report. Where Nova 18 and 34 have one rule, it holds under both.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from .aggregates import (
     numeric_operand,
     scoped_extra_specs,
 )
-from .host_facts import ComputeCapabilitiesFilter, ImagePropertiesFilter
+from .host_facts import ComputeCapabilitiesFilter, ImagePropertiesFilter, MetricsFilter
 from .json_filter import JsonFilter
 from .ledger import ClaimLedger
 from .table import HEADROOM_COLUMNS, HostTable
@@ -857,5 +858,6 @@ BUILTIN_FILTER_CLASSES: dict[str, type[HostFilter]] = {
         IsolatedHostsFilter,
         AggregateImagePropertiesIsolation,
         JsonFilter,
+        MetricsFilter,
     )
 }

@@ -1,5 +1,5 @@
 """Host facts: what each host's hypervisor is and runs, kept once per distinct value,
-and the two filters of Nova's that read them.
+and the filters of Nova's that read them.
 
 Rules this module keeps (Nova 34.0.0's meaning: ``nova/scheduler/filters/
 compute_capabilities_filter.py`` and ``image_props_filter.py``; no code of theirs):
@@ -13,6 +13,15 @@ compute_capabilities_filter.py`` and ``image_props_filter.py``; no code of their
   one gather (``answers[table.facts_id[:n]]``), as the aggregate filters do
   per membership; the answers are kept per (filter, request key) until a
   facts value the book did not have appears, or the book is compacted.
+* The book keeps what a filter or weigher works out per facts id (answers,
+  figures) until the book is compacted; between compactions ids are only
+  appended, so a kept array is extended for the new ids alone, never
+  worked out again for the old ones (a fleet whose metrics make each
+  report's facts distinct pays per new value, not per id held).
+* MetricsFilter (Nova 34's ``metrics_filter.py``) passes the hosts that
+  report every metric ``metrics_weight_setting`` names; the weighers of
+  failed builds and metrics read their figures per facts id
+  (:meth:`FactsBook.figures`).
 * ComputeCapabilitiesFilter reads Nova's ``HostState`` by attribute name
   (:data:`HOST_STATE_ATTRIBUTES`). The host's figures among them
   (``free_ram_mb`` ...) change with each claim: they are read per row, once
@@ -55,6 +64,7 @@ __all__ = [
     "FactsKey",
     "HostFacts",
     "ImagePropertiesFilter",
+    "MetricsFilter",
     "capability_checks",
     "facts_key",
     "row_values",
@@ -63,7 +73,15 @@ __all__ = [
 BoolColumn = NDArray[np.bool_]
 
 # the HostReport fields that are a host's facts
-FACT_FIELDS = ("hypervisor_type", "hypervisor_version", "supported_instances", "cpu_info", "stats")
+FACT_FIELDS = (
+    "hypervisor_type",
+    "hypervisor_version",
+    "supported_instances",
+    "cpu_info",
+    "stats",
+    "failed_builds",
+    "metrics",
+)
 # kept answers before they are dropped and worked out again: at most this many
 # answer arrays, and this many answers in all
 _MAX_ANSWERS = 4_096
@@ -92,7 +110,7 @@ ROW_ATTRIBUTES = (
     "disk_allocation_ratio",
 )
 # ... the facts, read per facts id ...
-FACT_ATTRIBUTES = (*FACT_FIELDS, "failed_builds")
+FACT_ATTRIBUTES = tuple(f for f in FACT_FIELDS if f != "metrics")
 # ... and those actorsched does not hold: unset here, so the stats are read
 UNHELD_ATTRIBUTES = (
     "host_ip",
@@ -138,7 +156,13 @@ def _loads(text: str | None) -> Any:
 
 # what a report says of its hypervisor, in FACT_FIELDS order: the book's key
 FactsKey = tuple[
-    str | None, int | None, tuple[tuple[str, ...], ...], str | None, tuple[tuple[str, str], ...]
+    str | None,
+    int | None,
+    tuple[tuple[str, ...], ...],
+    str | None,
+    tuple[tuple[str, str], ...],
+    int,
+    tuple[tuple[str, float], ...],
 ]
 
 
@@ -151,22 +175,40 @@ class HostFacts:
     supported_instances: tuple[tuple[str, ...], ...] = ()
     cpu_info: str | None = None  # the JSON text, as reported
     stats: tuple[tuple[str, str], ...] = ()  # in the order reported
+    failed_builds: int = 0
+    metrics: tuple[tuple[str, float], ...] = ()  # in the order reported
     # derived once, not part of what the facts are
     stats_map: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     cpu: Any = field(default=None, compare=False, repr=False)  # cpu_info parsed, or None
+    metrics_map: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
+    # Nova's HostState.failed_builds: the report's count, else its stats' (Nova:
+    # int(stats.get('failed_builds', 0))); None when that stat is no whole number
+    builds: int | None = field(default=0, compare=False, repr=False)
 
     @classmethod
     def of(cls, key: FactsKey) -> HostFacts:
         """The facts of ``key`` (:func:`facts_key`), with what they derive."""
-        hypervisor_type, hypervisor_version, supported_instances, cpu_info, stats = key
+        (
+            hypervisor_type,
+            hypervisor_version,
+            supported_instances,
+            cpu_info,
+            stats,
+            failed_builds,
+            metrics,
+        ) = key
         return cls(
             hypervisor_type,
             hypervisor_version,
             supported_instances,
             cpu_info,
             stats,
+            failed_builds,
+            metrics,
             dict(stats),
             _loads(cpu_info),
+            dict(metrics),
+            failed_builds or _stat_count(stats),
         )
 
     @property
@@ -178,6 +220,8 @@ class HostFacts:
             self.supported_instances,
             self.cpu_info,
             self.stats,
+            self.failed_builds,
+            self.metrics,
         )
 
     def report_fields(self) -> dict[str, Any]:
@@ -193,6 +237,10 @@ class HostFacts:
             fields["cpu_info"] = self.cpu_info
         if self.stats:
             fields["stats"] = dict(self.stats)
+        if self.failed_builds:
+            fields["failed_builds"] = self.failed_builds
+        if self.metrics:
+            fields["metrics"] = dict(self.metrics)
         return fields
 
     def attribute(self, name: str) -> Any:
@@ -202,13 +250,19 @@ class HostFacts:
             return [list(t) for t in self.supported_instances]
         if name == "stats":
             return dict(self.stats)  # Nova: ``compute.stats or {}``, never None
-        if name == "failed_builds":  # Nova: int(stats.get('failed_builds', 0))
-            try:
-                return int(self.stats_map.get("failed_builds", 0))
-            except ValueError:
-                return None
+        if name == "failed_builds":
+            return self.builds
         if name in ("hypervisor_type", "hypervisor_version", "cpu_info"):
             return getattr(self, name)
+        return None
+
+
+def _stat_count(stats: tuple[tuple[str, str], ...]) -> int | None:
+    """A compute's ``failed_builds`` stat as Nova reads it (0 when absent), or None."""
+    text = dict(stats).get("failed_builds", "0")
+    try:
+        return int(text)
+    except ValueError:
         return None
 
 
@@ -225,6 +279,8 @@ def facts_key(report: HostReport) -> FactsKey | None:
         and not d["supported_instances"]
         and d["cpu_info"] is None
         and not d["stats"]
+        and not d["failed_builds"]
+        and not d["metrics"]
     ):
         return None
     return (
@@ -233,6 +289,8 @@ def facts_key(report: HostReport) -> FactsKey | None:
         tuple(map(tuple, d["supported_instances"])),
         d["cpu_info"],
         tuple(d["stats"].items()),
+        d["failed_builds"],
+        tuple(d["metrics"].items()),
     )
 
 
@@ -243,8 +301,8 @@ class FactsBook:
         self.values: list[HostFacts] = [NO_FACTS]
         self._ids: dict[FactsKey, int] = {NO_FACTS.key: 0}
         self._answers: dict[object, BoolColumn] = {}
+        self._figures: dict[object, NDArray[np.float64]] = {}
         self._compact_at = _COMPACT_SLACK
-        self._versions: NDArray[np.float64] = np.zeros(1, dtype=np.float64)
 
     @property
     def held(self) -> bool:
@@ -269,25 +327,32 @@ class FactsBook:
 
     def versions(self) -> NDArray[np.float64]:
         """Nova's ``hypervisor_version or 0`` of the facts of every id (HypervisorVersionWeigher's
-        raw value), kept until the book changes."""
-        found = self._versions
-        if len(found) != len(self.values):
-            found = self._versions = np.fromiter(
-                (facts.hypervisor_version or 0 for facts in self.values),
-                dtype=np.float64,
-                count=len(self.values),
-            )
+        raw value)."""
+        return self.figures("hypervisor_version", _version_or_0)
+
+    def figures(self, key: object, of: Callable[[HostFacts], float]) -> NDArray[np.float64]:
+        """``of`` the facts of every id, as a float array, kept under ``key``."""
+        found: NDArray[np.float64] = self._kept(self._figures, key, of, np.float64)
         return found
 
     def answers(self, key: object, decide: Callable[[HostFacts], bool]) -> BoolColumn:
         """``decide`` for the facts of every id, as a bool array, kept under ``key``."""
-        found = self._answers.get(key)
+        found: BoolColumn = self._kept(self._answers, key, decide, np.bool_)
+        return found
+
+    def _kept(
+        self, kept: dict[object, Any], key: object, of: Callable[[HostFacts], Any], kind: Any
+    ) -> Any:
+        """``of`` every id's facts under ``key`` in ``kept``: worked out for the ids
+        appended since (ids are only appended between compactions, which clear it)."""
+        found = kept.get(key)
         count = len(self.values)
-        if found is None or len(found) < count:
-            if len(self._answers) >= min(_MAX_ANSWERS, _MAX_ANSWER_CELLS // count):
-                self._answers.clear()
-            found = np.fromiter(map(decide, self.values), dtype=np.bool_, count=count)
-            self._answers[key] = found
+        done = 0 if found is None else len(found)
+        if done < count:
+            if found is None and len(kept) >= min(_MAX_ANSWERS, _MAX_ANSWER_CELLS // count):
+                kept.clear()
+            new = np.fromiter(map(of, self.values[done:]), dtype=kind, count=count - done)
+            found = kept[key] = new if found is None else np.concatenate((found, new))
         return found
 
     def _compact(self, table: HostTable) -> None:
@@ -302,8 +367,12 @@ class FactsBook:
         self.values = [self.values[i] for i in keep]
         self._ids = {facts.key: i for i, facts in enumerate(self.values)}
         self._answers.clear()
-        self._versions = np.zeros(0, dtype=np.float64)  # worked out again when asked
+        self._figures.clear()
         self._compact_at = 2 * len(self.values) + _COMPACT_SLACK
+
+
+def _version_or_0(facts: HostFacts) -> float:
+    return facts.hypervisor_version or 0
 
 
 # -- ComputeCapabilitiesFilter ------------------------------------------------------
@@ -553,6 +622,27 @@ class ImagePropertiesFilter:
         book = table.host_facts
         answers = book.answers(
             (self.name, wanted, predicate, bits), _supports(wanted, predicate, bits)
+        )
+        passed: BoolColumn = answers[table.facts_id[: table.n]]
+        return passed
+
+
+# -- MetricsFilter --------------------------------------------------------------------
+
+
+class MetricsFilter:
+    """Hosts that report every metric ``metrics_weight_setting`` names (Nova 34), so
+    that MetricsWeigher finds them all; with no setting, every host passes."""
+
+    name = "MetricsFilter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        setting = ctx.config.metrics_weight_setting
+        if not setting:
+            return None
+        names = frozenset(name for name, _ in setting)
+        answers = table.host_facts.answers(
+            (self.name, names), lambda facts: names.issubset(facts.metrics_map)
         )
         passed: BoolColumn = answers[table.facts_id[: table.n]]
         return passed

@@ -76,8 +76,8 @@ from .filters import (
 from .table import HEADROOM_COLUMNS, OUT_OF_REACH, WEIGH_COLUMNS, HostTable
 from .weighers import (
     ColumnWeigher,
+    FactsWeigher,
     HostWeigher,
-    HypervisorVersionWeigher,
     SoftGroupWeigher,
     builtin_weighers,
     multiplier_key,
@@ -397,17 +397,25 @@ class Ranker:
         self._guards: list[_Guard] = [
             f for f in self._request_filters if isinstance(f, _GUARD_FILTERS)
         ]
-        # HypervisorVersionWeigher says nothing while every host has one version
-        # (then the shortcut answers): a guard too
+        # a weigher of the facts (HypervisorVersionWeigher, BuildFailureWeigher) says
+        # nothing while every host has one figure (then the shortcut answers): a guard
         self._guards += [
-            _WeighsSomething(w, table)
-            for w in self._other_weighers
-            if isinstance(w, HypervisorVersionWeigher)
+            _WeighsSomething(w, table) for w in self._other_weighers if isinstance(w, FactsWeigher)
         ]
-        self._hints_only = all(
-            type(f) in _HINT_FILTERS or type(f) in _GUARD_FILTERS for f in self._request_filters
-        ) and all(
-            isinstance(w, SoftGroupWeigher | HypervisorVersionWeigher) for w in self._other_weighers
+        # the weighers that may fail a request over the hosts weighed (MetricsWeigher's
+        # required metrics), whatever their multiplier: the shortcut, which builds no
+        # set of passing hosts, is not taken while one is built
+        self._weighed_checks = [
+            check
+            for w in (*layout.others, *layout.dormant)
+            if (check := getattr(w, "check_weighed", None)) is not None
+        ]
+        self._hints_only = (
+            all(
+                type(f) in _HINT_FILTERS or type(f) in _GUARD_FILTERS for f in self._request_filters
+            )
+            and all(isinstance(w, SoftGroupWeigher | FactsWeigher) for w in self._other_weighers)
+            and not self._weighed_checks
         )
 
     @property
@@ -627,7 +635,7 @@ class Ranker:
             ]
         else:
             raws = self._raws(ctx, per_row)
-        if not masks and not raws and self.shortcut and table.n:
+        if not masks and not raws and self.shortcut and table.n and not self._weighed_checks:
             top = self._top_unfiltered(ctx, want, per_row)
             if top is not None:
                 return top
@@ -823,6 +831,14 @@ class Ranker:
             mask &= passed
         return mask
 
+    def _check_weighed(self, weighed: NDArray[np.bool_] | NDArray[np.intp]) -> None:
+        """The weighers' checks of the hosts ``weighed`` (a mask, or rows), which may
+        fail the request (InvalidRequest), as Nova's weigher raises."""
+        if self._weighed_checks:
+            rows = np.flatnonzero(weighed) if weighed.dtype == np.bool_ else weighed
+            for check in self._weighed_checks:
+                check(self.table, rows)
+
     def _ranked(
         self,
         mask: NDArray[np.bool_],
@@ -858,6 +874,7 @@ class Ranker:
             # a selective request (a zone, a trait ...), or a long list wanted:
             # weigh only the passing rows, and sort them
             return self._ranked_among(np.flatnonzero(mask), raws, want, per_row)
+        self._check_weighed(mask)
         penalty: NDArray[np.float64] | None = None
 
         def penalized() -> NDArray[np.float64]:
@@ -979,6 +996,7 @@ class Ranker:
         ``exact``: summed column by column (elementwise, so equal figures give
         equal weights to the last bit) instead of in one matrix product.
         """
+        self._check_weighed(rows)
         table = self.table
         multipliers = self._matrix_multipliers
         if multipliers:
@@ -1165,6 +1183,7 @@ class Ranker:
             passing, takes = self._weighing_mask(ctx)  # Nova 34's multi-create
         else:
             passing = self._passing(ctx, self._masks(ctx))
+        self._check_weighed(passing)
         counted = passing if takes is None else takes
         index = np.asarray(rows, dtype=np.intp)
         weights: list[dict[str, float]] = [{} for _ in rows]

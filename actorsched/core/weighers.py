@@ -39,11 +39,32 @@ newer first with the default multiplier. It is built under ``nova_release``
 that reported has the same version (most fleets, and one that reports no
 facts), so the ranking's shortcut still answers then.
 
+BuildFailureWeigher (Nova's, 17.0.0 and later) weighs a host's reported
+``failed_builds``, plain min-max, times the negated multiplier
+(``multiplier_sign`` -1: Nova's ``weight_multiplier`` is ``-1 x`` the
+configured or aggregate value), so with the default 1,000,000 a host with
+failed builds goes after every host without (failed builds 0, 1, 10, 100
+weigh 0, -10,000, -100,000, -1,000,000). It says nothing while every host
+that reported has the same count (most of the time: none), as the
+hypervisor weigher; both read the facts book (``FactsBook.figures``).
+
+MetricsWeigher (Nova's) weighs the sum of ``value x ratio`` over
+``metrics_weight_setting`` of the metrics a host reports, plain min-max.
+A host without one of them weighs ``metrics_weight_of_unavailable`` when
+that metric's ratio and the host's multiplier are not 0, else the sum of
+those it has; with ``metrics_required`` (Nova's default), a weighed host
+without one (when more than one host is weighed, as Nova weighs nothing
+then) fails the request with InvalidRequest, as Nova's weigher raises
+ComputeHostMetricNotFound (:meth:`MetricsWeigher.check_weighed`; the
+MetricsFilter keeps such hosts out). No setting: it says nothing.
+
 A weigher may also name a ``multiplier_key``: an aggregate metadata key
 that overrides its multiplier for the hosts of that aggregate, as Nova's
 weighers read theirs through ``utils.get_weight_multiplier`` (19.0.0 and
 later; see :func:`row_multipliers`). Each built-in weigher names its
-config option's, ``ram_weight_multiplier`` and so on. Normalization is
+config option's, ``ram_weight_multiplier`` and so on (and an optional
+``multiplier_sign``, -1 for BuildFailureWeigher, by which the metadata's
+value is multiplied). Normalization is
 over the hosts as before; only the multiplier is per host, so a host's
 weight is ``multiplier(host) x (value - lo) / (hi - lo)``.
 """
@@ -55,15 +76,19 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import InvalidRequest
 from ..models import SchedulerConfig
 from .aggregates import AggregateBook
 from .filters import PlacementContext, group_members
+from .host_facts import HostFacts
 from .table import HostTable
 
 __all__ = [
+    "BuildFailureWeigher",
     "ColumnWeigher",
     "HostWeigher",
     "HypervisorVersionWeigher",
+    "MetricsWeigher",
     "SoftGroupWeigher",
     "builtin_weighers",
     "multiplier_key",
@@ -116,9 +141,10 @@ def row_multipliers(
     key = multiplier_key(weigher)
     if aggregates is None or key is None or not aggregates.has(key):
         return weigher.multiplier
-    by_membership = aggregates.multipliers(key, weigher.multiplier)
+    sign: float = getattr(weigher, "multiplier_sign", 1.0)
+    by_membership = aggregates.multipliers(key, sign * weigher.multiplier)
     per_row: FloatColumn = by_membership[table.agg_set[: table.n]]
-    return per_row
+    return per_row if sign == 1.0 else sign * per_row
 
 
 class ColumnWeigher:
@@ -221,40 +247,162 @@ class ServerGroupSoftAntiAffinityWeigher(SoftGroupWeigher):
     multiplier_key = "soft_anti_affinity_weight_multiplier"
 
 
-class HypervisorVersionWeigher:
-    """Newer hypervisors weigh more: the host's ``hypervisor_version`` (its facts; 0
-    when it reports none), Nova 34's HypervisorVersionWeigher. No ``minval``:
-    plain min-max between the oldest and the newest. ``None`` (nothing to say)
-    while every host that reported has the same version."""
+class FactsWeigher:
+    """A weigher of one figure of the host's facts (0 for a host that reports none):
+    no ``minval``, plain min-max; ``None`` (nothing to say) while every host that
+    reported has the same figure, so the ranking's shortcut still answers then."""
 
     minval: float | None = None
-    multiplier_key = "hypervisor_version_weight_multiplier"
+    multiplier_key: str | None = None
 
     def __init__(self, name: str, multiplier: float) -> None:
         self.name = name
         self.multiplier = multiplier
 
+    def figures(self, table: HostTable) -> FloatColumn:
+        """The figure of every facts id."""
+        raise NotImplementedError
+
     def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
-        book = table.host_facts
-        if not book.held:
-            return None  # no host reports facts: every version is 0
+        if not table.host_facts.held:
+            return None  # no host reports facts: every figure is 0
+        figures = self.figures(table)
+        if figures.min() == figures.max():
+            return None  # every facts held has one figure (0 failed builds ...)
         n = table.n
-        values: FloatColumn = book.versions()[table.facts_id[:n]]
+        values: FloatColumn = figures[table.facts_id[:n]]
         live = values[table.active[:n]]
         if not live.size or live.min() == live.max():
-            return None  # one version: every host weighs the same
+            return None  # one figure: every host weighs the same
         return values
+
+
+class HypervisorVersionWeigher(FactsWeigher):
+    """Newer hypervisors weigh more: the host's ``hypervisor_version``, Nova 34's
+    HypervisorVersionWeigher."""
+
+    multiplier_key = "hypervisor_version_weight_multiplier"
+
+    def figures(self, table: HostTable) -> FloatColumn:
+        return table.host_facts.versions()
+
+
+def _failed_builds(facts: HostFacts) -> float:
+    return facts.builds or 0  # a stat that is no whole number: Nova fails the host
+
+
+class BuildFailureWeigher(FactsWeigher):
+    """Hosts with recent failed builds weigh less: the host's ``failed_builds``
+    times the negated multiplier, Nova's BuildFailureWeigher (``multiplier`` here
+    is Nova's ``weight_multiplier``, ``-1 x`` the configured value)."""
+
+    multiplier_key = "build_failure_weight_multiplier"
+    multiplier_sign = -1.0
+
+    def __init__(self, name: str, multiplier: float) -> None:
+        super().__init__(name, self.multiplier_sign * multiplier)
+
+    def figures(self, table: HostTable) -> FloatColumn:
+        return table.host_facts.figures(self.multiplier_key, _failed_builds)
+
+
+MetricsSetting = tuple[tuple[str, float], ...]
+
+
+class MetricsWeigher:
+    """The weighted sum of the metrics a host reports, Nova's MetricsWeigher (see
+    the module's rules); plain min-max."""
+
+    minval: float | None = None
+    multiplier_key = "metrics_weight_multiplier"
+
+    def __init__(
+        self,
+        name: str,
+        multiplier: float,
+        setting: MetricsSetting,
+        required: bool,
+        weight_of_unavailable: float,
+    ) -> None:
+        self.name = name
+        self.multiplier = multiplier
+        self.setting = setting
+        self.required = required
+        self.weight_of_unavailable = weight_of_unavailable
+
+    def _sum(self, facts: HostFacts) -> float:
+        have = facts.metrics_map
+        value = 0.0
+        for name, ratio in self.setting:  # Nova's order: the same sum to the last bit
+            if name in have:
+                value += have[name] * ratio
+        return value
+
+    def _unavailable(self, facts: HostFacts) -> float:
+        have = facts.metrics_map
+        return float(any(ratio != 0 and name not in have for name, ratio in self.setting))
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
+        if not self.setting:
+            return None
+        book = table.host_facts
+        n = table.n
+        ids = table.facts_id[:n]
+        values: FloatColumn = book.figures((self.name, self.setting), self._sum)[ids]
+        unavailable = book.figures((self.name, self.setting, "unavailable"), self._unavailable)
+        missing = unavailable[ids] != 0
+        if missing.any():
+            multiplier = row_multipliers(self, table, ctx.aggregates)
+            missing &= np.asarray(multiplier) != 0  # Nova: ratio x multiplier != 0
+            values = np.where(missing, self.weight_of_unavailable, values)
+        live = values[table.active[:n]]
+        if not live.size or live.min() == live.max():
+            return None  # every host weighs the same
+        return values
+
+    def check_weighed(self, table: HostTable, rows: NDArray[np.intp]) -> None:
+        """With ``required``: InvalidRequest when one of ``rows`` (the hosts weighed,
+        more than one) reports not every metric of the setting."""
+        if not (self.required and self.setting) or rows.size < 2:
+            return
+        names = frozenset(name for name, _ in self.setting)
+        lacks = table.host_facts.answers(
+            (self.name, names, "lacks"), lambda facts: not names.issubset(facts.metrics_map)
+        )
+        found = lacks[table.facts_id[rows]]
+        if found.any():
+            row = int(rows[int(found.argmax())])
+            facts = table.host_facts.values[int(table.facts_id[row])]
+            name = next(n for n, _ in self.setting if n not in facts.metrics_map)
+            raise InvalidRequest(
+                f"MetricsWeigher: host {table.name_of[row]!r} reports no metric {name!r} "
+                "and [metrics] required is true (Nova's weigher raises "
+                "ComputeHostMetricNotFound): enable MetricsFilter, or set required false"
+            )
 
 
 def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
     """Nova's weighers that actorsched builds, with the multipliers from ``config``
     (HypervisorVersionWeigher under ``nova_release`` 34 or with a multiplier set:
-    Nova 18 has none)."""
-    versions: list[HostWeigher] = []
+    Nova 18 has none; MetricsWeigher with a ``metrics_weight_setting``: without
+    one it weighs nothing)."""
+    facts: list[HostWeigher] = [
+        BuildFailureWeigher("BuildFailureWeigher", config.build_failure_weight_multiplier)
+    ]
     if config.nova_release == 34 or config.hypervisor_version_weight_multiplier != 0:
-        versions.append(
+        facts.append(
             HypervisorVersionWeigher(
                 "HypervisorVersionWeigher", config.hypervisor_version_weight_multiplier
+            )
+        )
+    if config.metrics_weight_setting:
+        facts.append(
+            MetricsWeigher(
+                "MetricsWeigher",
+                config.metrics_weight_multiplier,
+                tuple(config.metrics_weight_setting),
+                config.metrics_required,
+                config.metrics_weight_of_unavailable,
             )
         )
     return [
@@ -269,5 +417,5 @@ def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
         ServerGroupSoftAntiAffinityWeigher(
             "ServerGroupSoftAntiAffinityWeigher", config.soft_anti_affinity_weight_multiplier
         ),
-        *versions,
+        *facts,
     ]

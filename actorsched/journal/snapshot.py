@@ -22,7 +22,9 @@ Rules this module keeps:
   distinct set once, in ``host_facts``, and per host the index of its own.
   A host's reserved vCPUs and disk and its Placement units (format 8: its
   report's ``vcpus_reserved``, ``local_gb_reserved`` and ``*_units``
-  columns, a units entry None for Placement's defaults).
+  columns, a units entry None for Placement's defaults). A host's failed
+  builds and metrics (format 9: its report's ``failed_builds`` and
+  ``metrics``, facts like the others, in ``host_facts``).
 * A fingerprint is ``request_fingerprint``'s text: a change to what that
   holds must bump :data:`SNAPSHOT_FORMAT`. Older formats carry none, and
   their claims come back with an unknown fingerprint (any repeat of the
@@ -32,8 +34,10 @@ Rules this module keeps:
   ``restore_requests``), so every index the core keeps is rebuilt by the
   code that keeps it. A claim's preempted claims are named again, never
   released again: the snapshot was taken after their release.
-* Formats 1 to 7 are still read: before 8 no host reserves vCPUs or disk
-  or has units (Placement's defaults); before 7 no host has facts; before 6
+* Formats 1 to 8 are still read: before 9 no host has failed builds or
+  metrics (a format 8 ``host_facts`` entry naming them is refused); before 8
+  no host reserves vCPUs or disk or has units (Placement's defaults); before
+  7 no host has facts; before 6
   claims come back with priority 0 and no preempted claims, and no request
   is kept (a reschedule or move of a claim they hold asks its resources
   and group alone).
@@ -58,6 +62,7 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
+# 9: as 8, and host_facts entries may give failed_builds and metrics;
 # 8: as 7, and each host's vcpus_reserved, local_gb_reserved and Placement
 # units (memory_mb_units, vcpus_units, local_gb_units: an object or None);
 # 7: as 6, and each host's facts (the distinct ones once, in host_facts; a
@@ -72,8 +77,10 @@ log = logging.getLogger("actorsched.journal")
 # claims, no kept requests; before 5: no moves; before 4: no aggregates, no
 # host ratios, nodes named as their hosts; 1 and 2 have no fingerprints; before
 # 8: no reserved vCPUs or disk, no units).
-SNAPSHOT_FORMAT = 8
-_READ = (1, 2, 3, 4, 5, 6, 7, SNAPSHOT_FORMAT)
+SNAPSHOT_FORMAT = 9
+_READ = (1, 2, 3, 4, 5, 6, 7, 8, SNAPSHOT_FORMAT)
+# the facts a host_facts entry may give before format 9
+_FACT_FIELDS_8 = tuple(f for f in FACT_FIELDS if f not in ("failed_builds", "metrics"))
 # a host's columns (format 8): its report's fields but the facts, and the
 # index of its facts in host_facts
 _HOST_FIELDS = (*(f for f in HostReport.model_fields if f not in FACT_FIELDS), "host_facts")
@@ -145,7 +152,8 @@ def restore(core: SchedulerCore, text: str) -> None:
             else _HOST_FIELDS_3
         )
         rows = _rows(data["hosts"], (*fields, "reported_at"), "hosts")
-        facts = _host_facts(data.get("host_facts")) if fmt >= 7 else []
+        held = FACT_FIELDS if fmt >= 9 else _FACT_FIELDS_8
+        facts = _host_facts(data.get("host_facts"), held) if fmt >= 7 else []
         hosts = [
             {"reported_at": r.pop("reported_at"), "report": _with_facts(r, facts)} for r in rows
         ]
@@ -211,14 +219,15 @@ def restore(core: SchedulerCore, text: str) -> None:
         _restore_requests(core, data.get("requests"))
 
 
-def _host_facts(section: Any) -> list[dict[str, Any]]:
-    """The distinct host facts of a format 7 snapshot, each checked to be facts."""
+def _host_facts(section: Any, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The distinct host facts of a format 7 snapshot or later, each checked to be
+    facts of ``fields`` (those its format holds)."""
     if not isinstance(section, list):
         raise ValueError("snapshot host_facts must be a list")
     for index, entry in enumerate(section):
-        if not isinstance(entry, dict) or not set(entry) <= set(FACT_FIELDS):
+        if not isinstance(entry, dict) or not set(entry) <= set(fields):
             raise ValueError(
-                f"snapshot host_facts {index} must be an object of some of {list(FACT_FIELDS)}"
+                f"snapshot host_facts {index} must be an object of some of {list(fields)}"
             )
     return section
 

@@ -26,6 +26,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import configparser
+import math
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ DEFAULTS: Mapping[tuple[str, str], Any] = {
     ("filter_scheduler", "aggregate_image_properties_isolation_separator"): ".",
     ("filter_scheduler", "image_properties_default_architecture"): None,
     ("metrics", "weight_multiplier"): 1.0,
+    ("metrics", "weight_setting"): [],
+    ("metrics", "required"): True,
+    ("metrics", "weight_of_unavailable"): -10000.0,
     ("scheduler", "max_attempts"): 3,
     ("scheduler", "limit_tenants_to_placement_aggregate"): False,
     ("scheduler", "placement_aggregate_required_for_tenants"): False,
@@ -127,6 +131,7 @@ _SAME_NAME = (
     "IsolatedHostsFilter",
     "AggregateImagePropertiesIsolation",
     "JsonFilter",
+    "MetricsFilter",
 )
 # gone from Nova (Stein removed the resource filters, 2024.1 the zone filter); kept
 # under their names for a configuration written for Nova 18
@@ -160,17 +165,15 @@ _WEIGHERS = {
     "ServerGroupSoftAffinityWeigher": "soft_affinity_weight_multiplier",
     "ServerGroupSoftAntiAffinityWeigher": "soft_anti_affinity_weight_multiplier",
     "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
+    "BuildFailureWeigher": "build_failure_weight_multiplier",
+    "MetricsWeigher": "metrics_weight_multiplier",
 }
+# where each multiplier is read: [filter_scheduler] <setting>, but these
+_MULTIPLIER_OPTIONS = {"metrics_weight_multiplier": ("metrics", "weight_multiplier")}
 # Nova's other weighers: each reads what actorsched's hosts do not report (or is
 # not built), so every host weighs the same on it and it changes no order
 _NO_OP_WEIGHERS = {
-    # Nova's weighs a compute's recent failed boots (the failed_builds stat its
-    # resource tracker keeps in the compute node, reset by a success); actorsched's
-    # host reports are not made from those stats and it learns of no failed build
-    # (a reschedule is a request like another), so every host has 0: not built
-    "BuildFailureWeigher": "nothing reports failed builds to actorsched",
     "CrossCellWeigher": "actorsched serves one cell",
-    "MetricsWeigher": "hosts report no metrics",
     "PCIWeigher": "hosts report no PCI devices",
     "ImagePropertiesWeigher": "its multiplier must be 0 (it is not built)",
 }
@@ -251,6 +254,29 @@ def _parse(path: str) -> configparser.RawConfigParser:
     except (configparser.Error, UnicodeDecodeError) as exc:
         raise NovaConfigError(f"nova.conf {path} is not an oslo.config file: {exc}") from None
     return parser
+
+
+def weight_setting(items: list[str], where: str) -> tuple[list[tuple[str, float]], list[str]]:
+    """Nova's ``utils.parse_options(..., sep='=', converter=float)`` of a list option:
+    the ``(name, ratio)`` pairs in order (a name as written before the ``=``), and
+    a warning naming the items ignored: no name, no ``=`` or no number after it
+    (Nova ignores them and warns too), or a ratio that is not finite (Nova takes
+    it, and weighs every host inf or nan)."""
+    good: list[tuple[str, float]] = []
+    bad: list[str] = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            ratio = float(value)
+        except ValueError:
+            ratio = math.nan
+        if key and sep and math.isfinite(ratio):
+            good.append((key, ratio))
+        else:
+            bad.append(item)
+    if not bad:
+        return good, []
+    return good, [f"{where}: ignoring {', '.join(bad)} (not name=ratio, a finite ratio)"]
 
 
 def _amqp(transport_url: str | None, where: str) -> str:
@@ -342,8 +368,34 @@ def read(path: str) -> NovaConfig:
         if nova_18 and weigher == "HypervisorVersionWeigher" and weigher not in classes:
             put(setting, 0.0, "filter_scheduler", "enabled_filters (Nova 18 had no such weigher)")
             continue
-        multiplier = values[("filter_scheduler", setting)] if on else 0.0
-        put(setting, float(multiplier), "filter_scheduler", setting if on else "weight_classes")
+        group, option = _MULTIPLIER_OPTIONS.get(setting, ("filter_scheduler", setting))
+        multiplier = values[(group, option)] if on else 0.0
+        put(
+            setting,
+            float(multiplier),
+            group if on else "filter_scheduler",
+            option if on else "weight_classes",
+        )
+    # [metrics]: the setting MetricsFilter and MetricsWeigher read; the weigher's
+    # required and weight_of_unavailable (off with the weigher)
+    metrics, ignored = weight_setting(
+        values[("metrics", "weight_setting")], "[metrics] weight_setting"
+    )
+    warnings += ignored
+    put("metrics_weight_setting", metrics, "metrics", "weight_setting")
+    metrics_on = every or "MetricsWeigher" in classes
+    put(
+        "metrics_required",
+        bool(values[("metrics", "required")]) and metrics_on,
+        "metrics",
+        "required" if metrics_on else "weight_classes",
+    )
+    put(
+        "metrics_weight_of_unavailable",
+        float(values[("metrics", "weight_of_unavailable")]),
+        "metrics",
+        "weight_of_unavailable",
+    )
     noops = [w for w in _NO_OP_WEIGHERS if every or w in classes]
     if noops:
         warnings.append(

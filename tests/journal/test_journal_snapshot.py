@@ -40,7 +40,7 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 8
+    assert data["format"] == SNAPSHOT_FORMAT == 9
     assert data["host_facts"] == []  # no host reports facts
     assert set(data["hosts"]["host_facts"]) == {None}
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
@@ -174,7 +174,7 @@ def test_a_format_1_snapshot_still_restores() -> None:
         (lambda d: d["claims"].pop("vcpus"), "snapshot claims must have exactly the columns"),
         (lambda d: d["released"].update(extra=[]), "snapshot released must have exactly"),
         (lambda d: d.update(hosts=[1, 2]), "snapshot hosts must have exactly the columns"),
-        (lambda d: d.update(format=9), "unknown snapshot format"),
+        (lambda d: d.update(format=10), "unknown snapshot format"),
         (lambda d: d["hosts"].pop("node"), "snapshot hosts must have exactly the columns"),
         (lambda d: d["hosts"].pop("host_facts"), "snapshot hosts must have exactly the columns"),
         (lambda d: d.update(host_facts={}), "snapshot host_facts must be a list"),

@@ -333,7 +333,7 @@ Damage = Callable[[dict[str, Any]], object]
             lambda d: _requests(d)["specs"][2].update(memory_mb="2048"),
             "snapshot request spec 2 does not parse",
         ),
-        (lambda d: d.update(format=9), "unknown snapshot format"),
+        (lambda d: d.update(format=10), "unknown snapshot format"),
     ],
 )
 def test_damaged_new_fields_are_refused_by_name(damage: Damage, message: str) -> None:

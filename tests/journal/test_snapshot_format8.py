@@ -63,7 +63,7 @@ def _restored(text: str) -> SchedulerCore:
 def test_reserved_figures_and_units_round_trip() -> None:
     core = _core()
     data = json.loads(encode(capture(core)))
-    assert data["format"] == SNAPSHOT_FORMAT == 8
+    assert data["format"] == SNAPSHOT_FORMAT == 9
     hosts = data["hosts"]
     at = hosts["host"].index
     assert hosts["vcpus_reserved"][at("reserving")] == 6
@@ -156,7 +156,7 @@ def _host(data: dict[str, Any], host: str, column: str, value: Any) -> None:
             "snapshot hosts must have exactly the columns",
         ),
         (lambda d: d["hosts"]["vcpus_reserved"].pop(), "columns must be lists of one length"),
-        (lambda d: d.update(format=9), "unknown snapshot format"),
+        (lambda d: d.update(format=10), "unknown snapshot format"),
     ],
 )
 def test_damaged_new_fields_are_refused_by_name(damage: Any, message: str) -> None:

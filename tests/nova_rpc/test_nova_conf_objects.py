@@ -103,7 +103,7 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
     path = tmp_path / "nova.conf"
     path.write_text(
         "[DEFAULT]\ntransport_url = rabbit://u:p@broker1:5672,u:p@broker2:5672/cell1\n"
-        "[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,MetricsFilter,"
+        "[filter_scheduler]\nenabled_filters = ComputeFilter,RamFilter,NUMATopologyFilter,"
         "ServerGroupAffinityFilter\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n"
         "[scheduler]\nlimit_tenants_to_placement_aggregate = true\n"
         "image_metadata_prefilter = true\n"
@@ -137,7 +137,7 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
         "[filter_scheduler] enabled_filters names Nova 18's",
     )
     assert "read as written for Nova 18" in text
-    assert "['MetricsFilter'] are not built" in text
+    assert "['NUMATopologyFilter'] are not built" in text
     assert "image_metadata_prefilter is on but not built" in text
     # Nova 34's tenant request filter is built: read, not warned about
     assert conf.scheduler["limit_tenants_to_placement_aggregate"] == (
@@ -145,6 +145,69 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
         "[scheduler] limit_tenants_to_placement_aggregate",
     )
     assert "limit_tenants_to_placement_aggregate" not in text
+
+
+def test_failed_builds_and_metrics_options_are_read_as_nova_34_reads_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BuildFailureWeigher, MetricsFilter and MetricsWeigher are built: their options
+    read (Nova's defaults where the file is silent), none named as a no-op, and
+    ``actorsched config`` names the nova.conf option each came from."""
+    path = tmp_path / "nova.conf"
+    path.write_text("[filter_scheduler]\nenabled_filters = ComputeFilter,MetricsFilter\n")
+    conf = read(str(path))
+    assert conf.scheduler["build_failure_weight_multiplier"] == (
+        1000000.0,
+        "[filter_scheduler] build_failure_weight_multiplier",
+    )
+    assert conf.scheduler["metrics_weight_setting"] == ([], "[metrics] weight_setting")
+    assert conf.scheduler["metrics_weight_multiplier"] == (1.0, "[metrics] weight_multiplier")
+    assert conf.scheduler["metrics_required"] == (True, "[metrics] required")
+    assert conf.scheduler["metrics_weight_of_unavailable"] == (
+        -10000.0,
+        "[metrics] weight_of_unavailable",
+    )
+    assert conf.scheduler["enabled_filters"][0][-1] == "MetricsFilter"
+    text = "\n".join(conf.warnings)
+    for built in ("BuildFailureWeigher", "MetricsWeigher", "MetricsFilter"):
+        assert built not in text, text
+    path.write_text(
+        "[filter_scheduler]\nbuild_failure_weight_multiplier = 2.5\n"
+        "[metrics]\nweight_setting = cpu.idle.time=1.0, bad, cpu.user.time=-2\n"
+        "weight_multiplier = -1.5\nrequired = false\nweight_of_unavailable = -5\n"
+    )
+    conf = read(str(path))
+    assert conf.scheduler["build_failure_weight_multiplier"][0] == 2.5
+    assert conf.scheduler["metrics_weight_setting"][0] == [
+        ("cpu.idle.time", 1.0),
+        ("cpu.user.time", -2.0),
+    ]
+    assert conf.scheduler["metrics_weight_multiplier"][0] == -1.5
+    assert conf.scheduler["metrics_required"][0] is False
+    assert conf.scheduler["metrics_weight_of_unavailable"][0] == -5.0
+    assert "[metrics] weight_setting: ignoring bad" in "\n".join(conf.warnings)
+    # a weigher left out of weight_classes: no multiplier, and required fails nothing
+    path.write_text(
+        "[filter_scheduler]\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n"
+        "[metrics]\nweight_setting = cpu.idle.time=1.0\n"
+    )
+    conf = read(str(path))
+    assert conf.scheduler["build_failure_weight_multiplier"] == (
+        0.0,
+        "[filter_scheduler] weight_classes",
+    )
+    assert conf.scheduler["metrics_weight_multiplier"][0] == 0.0
+    assert conf.scheduler["metrics_required"] == (False, "[metrics] weight_classes")
+    monkeypatch.setenv("ACTORSCHED_NOVA_CONFIG", str(path))
+    assert cli.main(["config", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["scheduler.metrics_weight_setting"] == {
+        "value": [["cpu.idle.time", 1.0]],
+        "source": f"nova.conf {path} [metrics] weight_setting",
+    }
+    assert shown["scheduler.build_failure_weight_multiplier"]["source"] == (
+        f"nova.conf {path} [filter_scheduler] weight_classes"
+    )
 
 
 def test_nova_34s_default_filters_are_all_built(tmp_path: Path) -> None:
