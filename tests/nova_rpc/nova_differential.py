@@ -2,7 +2,7 @@
 
 The generator half is plain Python, imported by ``test_differential.py`` in
 actorsched's venv as well: :func:`generate` makes one case (hosts of random
-sizes, usage and hypervisor versions, host aggregates with availability
+sizes, usage, hypervisor versions, failed builds and metrics, host aggregates with availability
 zones, allocation ratios and metadata, server groups with members on hosts,
 traits, a flavor with extra specs, an image's id and properties, a query
 hint, one request) from a seed, and :func:`tags` names the known
@@ -82,8 +82,9 @@ _OPTIONAL_FILTERS = (
 ISOLATED_IMAGE = "11111111-1111-4111-8111-111111111111"
 OTHER_IMAGE = "22222222-2222-4222-8222-222222222222"
 
-# Each configuration: Nova's enabled_filters and the [filter_scheduler] options
-# it sets (the rest are Nova 34's defaults; weight_classes is all_weighers).
+# Each configuration: Nova's enabled_filters, the [filter_scheduler] options it
+# sets and its [metrics] ones (the rest are Nova 34's defaults; weight_classes is
+# all_weighers: BuildFailureWeigher at 1000000 unless set)
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {"filters": list(NOVA_DEFAULT_FILTERS), "options": {}},
     "aggregates": {"filters": [*NOVA_DEFAULT_FILTERS, *_AGGREGATE_FILTERS], "options": {}},
@@ -111,6 +112,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
             "num_instances_weight_multiplier": 1.5,
             "soft_affinity_weight_multiplier": 2.0,
             "soft_anti_affinity_weight_multiplier": 0.5,
+            "build_failure_weight_multiplier": 3.0,
         },
     },
     "negative": {
@@ -123,6 +125,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
             "num_instances_weight_multiplier": -1.0,
             "max_instances_per_host": 9,
             "max_io_ops_per_host": 5,
+            "build_failure_weight_multiplier": -2.0,
         },
     },
     "optional": {
@@ -151,7 +154,32 @@ CONFIGS: dict[str, dict[str, Any]] = {
             "cpu_weight_multiplier": 0.0,
             "disk_weight_multiplier": 0.0,
             "io_ops_weight_multiplier": 0.0,
+            "build_failure_weight_multiplier": 0.0,
         },
+    },
+    # MetricsFilter with MetricsWeigher (required, Nova's pairing)
+    "metrics": {
+        "filters": [*NOVA_DEFAULT_FILTERS, "MetricsFilter"],
+        "options": {"build_failure_weight_multiplier": 5.0},
+        "metrics": {"weight_setting": ["cpu.idle.time=0.001", "cpu.kernel.time=-1"]},
+    },
+    # not required: a host without a metric weighs weight_of_unavailable
+    "metrics_loose": {
+        "filters": [*NOVA_DEFAULT_FILTERS, "AggregateInstanceExtraSpecsFilter"],
+        "options": {},
+        "metrics": {
+            "weight_setting": ["cpu.frequency=0.01", "cpu.user.time=-0.5", "cpu.iowait.time=0"],
+            "required": False,
+            "weight_of_unavailable": -50.0,
+            "weight_multiplier": -2.0,
+        },
+    },
+    # required without MetricsFilter: a weighed host without the metric fails the
+    # request (Nova raises ComputeHostMetricNotFound, actorsched InvalidRequest)
+    "metrics_required": {
+        "filters": [*NOVA_DEFAULT_FILTERS, *_LIMIT_FILTERS],
+        "options": {"max_instances_per_host": 8},
+        "metrics": {"weight_setting": ["cpu.idle.time=1", "cpu.user.time=0"]},
     },
 }
 CONFIG_NAMES = tuple(CONFIGS)
@@ -264,6 +292,8 @@ _WEIGHT_MULTIPLIER_KEYS = (
     "cpu_weight_multiplier",
     "disk_weight_multiplier",
     "io_ops_weight_multiplier",
+    "build_failure_weight_multiplier",
+    "metrics_weight_multiplier",
 )
 _RATIO_KEYS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 # image properties AggregateImagePropertiesIsolation compares (none ImagePropertiesFilter
@@ -290,6 +320,17 @@ _QUERIES: tuple[Any, ...] = (
 )
 # hypervisor versions a compute reports (HypervisorVersionWeigher, JsonFilter)
 _VERSIONS = (8002000, 8002000, 9001000, 7000000)
+# failed builds a compute's stats count (BuildFailureWeigher)
+_FAILED_BUILDS = (1, 1, 2, 3, 10)
+# metrics a compute's monitors report (Nova's MonitorMetric values are integers),
+# and the values each takes
+_METRICS: dict[str, tuple[int, ...]] = {
+    "cpu.idle.time": (100, 512, 2048, 8192),
+    "cpu.kernel.time": (0, 1, 2, 5),
+    "cpu.user.time": (0, 3, 7),
+    "cpu.frequency": (1000, 2400, 3600),
+    "cpu.iowait.time": (0, 9),
+}
 _NUMERIC_OPS = ("=", "==", "!=", ">=", "<=")
 
 
@@ -350,6 +391,10 @@ def _host(rng: random.Random, name: str, several: bool, over: bool) -> dict[str,
         host["ratios"]["disk"] = 1.0
         host["local_gb_used"] = local_gb + 10
     host["hypervisor_version"] = rng.choice(_VERSIONS)
+    host["failed_builds"] = rng.choice(_FAILED_BUILDS) if rng.random() < 0.15 else 0
+    host["metrics"] = {
+        metric: rng.choice(values) for metric, values in _METRICS.items() if rng.random() >= 0.2
+    }
     return host
 
 
@@ -641,11 +686,20 @@ def nova_conf_text(config: str) -> str:
     itself through ``actorsched.nova.conf.read``)."""
     spec = CONFIGS[config]
     lines = ["[filter_scheduler]", "enabled_filters = " + ",".join(spec["filters"])]
-    lines += [
-        f"{option} = {','.join(value) if isinstance(value, list) else value}"
-        for option, value in spec["options"].items()
-    ]
+    for group, options in (("filter_scheduler", spec["options"]), ("metrics", _metrics(spec))):
+        if group != "filter_scheduler":
+            lines.append(f"[{group}]")
+        lines += [
+            f"{option} = {','.join(value) if isinstance(value, list) else value}"
+            for option, value in options.items()
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _metrics(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration's [metrics] options."""
+    metrics: dict[str, Any] = spec.get("metrics", {})
+    return metrics
 
 
 # -- Placement's part: a plain Python stand-in ----------------------------------
@@ -738,11 +792,20 @@ class _Nova:
         conf = self.conf
         for option in {o for c in CONFIGS.values() for o in c["options"]}:
             conf.clear_override(option, "filter_scheduler")
+        for option in {o for c in CONFIGS.values() for o in _metrics(c)}:
+            conf.clear_override(option, "metrics")
         spec = CONFIGS[config]
         conf.set_override("enabled_filters", list(spec["filters"]), "filter_scheduler")
         for option, value in spec["options"].items():
             conf.set_override(option, value, "filter_scheduler")
+        for option, value in _metrics(spec).items():
+            conf.set_override(option, value, "metrics")
+        # MetricsFilter and MetricsWeigher read weight_setting when made: made again
+        self.hm.filter_obj_map = {}
         self.hm.enabled_filters = self.hm._choose_host_filters(self.hm._load_filters())
+        for weigher in self.hm.weighers:
+            if hasattr(weigher, "_parse_setting"):
+                weigher._parse_setting()
         self.configured = config
 
     def _compute_node(self, h: Mapping[str, Any], index: int) -> Any:
@@ -769,10 +832,21 @@ class _Nova:
             numa_topology=None,
             pci_device_pools=objects.PciDevicePoolList(objects=[]),
             supported_hv_specs=[],
-            metrics="[]",
+            metrics=json.dumps(
+                [
+                    {
+                        "name": name,
+                        "value": value,
+                        "timestamp": "2025-01-01T00:00:00Z",
+                        "source": "d",
+                    }
+                    for name, value in h.get("metrics", {}).items()
+                ]
+            ),
             stats={
                 "num_instances": str(len(h["instances"])),
                 "io_workload": str(h["num_io_ops"]),
+                "failed_builds": str(h.get("failed_builds", 0)),
             },
             cpu_allocation_ratio=ratio(h, "cpu"),
             ram_allocation_ratio=ratio(h, "ram"),

@@ -1,12 +1,14 @@
 """actorsched's core against Nova 34's own filters and weighers, on seeded random clusters.
 
-Each case (``nova_differential.generate``: hosts of random sizes, usage and
-hypervisor versions, aggregates with zones and metadata, server groups with
-members on hosts, traits, a flavor with extra specs, an image's id and
-properties, a query hint, one request, one of a few configurations, two of
-them with Nova's opt-in filters: AggregateNumInstancesFilter,
-AggregateIoOpsFilter, IsolatedHostsFilter, AggregateImagePropertiesIsolation,
-JsonFilter) is answered twice:
+Each case (``nova_differential.generate``: hosts of random sizes, usage,
+hypervisor versions, failed builds and metrics, aggregates with zones and
+metadata, server groups with members on hosts, traits, a flavor with extra
+specs, an image's id and properties, a query hint, one request, one of a few
+configurations, two of them with Nova's opt-in filters:
+AggregateNumInstancesFilter, AggregateIoOpsFilter, IsolatedHostsFilter,
+AggregateImagePropertiesIsolation, JsonFilter; three with MetricsWeigher's
+[metrics] options, one with MetricsFilter; BuildFailureWeigher at its
+default 1000000 or another multiplier in each) is answered twice:
 
 * by Nova 34 in its own venv: one subprocess answers every case
   (``nova_differential.py``, JSON in, JSON out) with Nova's HostState,
@@ -31,6 +33,11 @@ a difference found later gets a tag there, which the generator's flags
 steer cases into, and a minimal case here). The former known differences
 (``nova_differential.FORMER``) are in the asserted cases, each with its
 minimal case asserted here too (:data:`AGREED`).
+
+A request whose weighed hosts include one without a metric that [metrics]
+required asks for fails in both: Nova's MetricsWeigher raises
+ComputeHostMetricNotFound, actorsched refuses it with InvalidRequest naming
+MetricsWeigher.
 
 One answer is not Nova's by design: a numeric extra-spec operator against
 an aggregate value that is not a number. Nova's filter raises ValueError
@@ -331,6 +338,8 @@ def _report(h: Mapping[str, Any]) -> HostReport:
         # what Nova's compute node says of its hypervisor in the harness
         hypervisor_type="QEMU",
         hypervisor_version=h.get("hypervisor_version", 8002000),
+        failed_builds=h.get("failed_builds", 0),
+        metrics={name: float(value) for name, value in h.get("metrics", {}).items()},
     )
 
 
@@ -508,7 +517,12 @@ def explain(
 
 def refused(case: Mapping[str, Any], nova: Mapping[str, Any], error: InvalidRequest) -> list[str]:
     """What is wrong with actorsched's refusal of ``case`` (nothing: it is the rule
-    of ``nova_differential.refuses``, and Nova raised ValueError or placed)."""
+    of ``nova_differential.refuses``, and Nova raised ValueError or placed; or a
+    required metric is missing on a weighed host, and Nova raised for it too)."""
+    if "MetricsWeigher" in str(error):
+        if nova["error"] is not None and nova["error"].startswith("ComputeHostMetricNotFound"):
+            return []
+        return [f"actorsched refused ({error}); Nova raised {nova['error']}"]
     why = nd.refuses(case)
     if why is None:
         return [f"actorsched refused the request, which the rule does not: {error}"]
@@ -567,6 +581,12 @@ def test_the_seeded_cases_cover_what_they_are_for(runs: Runs) -> None:
         seen["an isolated image"] += request.get("image_id") == nd.ISOLATED_IMAGE
         seen["image properties"] += bool(request.get("image_properties"))
         seen["Nova's filters removed a host"] += len(weighed) < len(nova["placement"])
+        failing = {h["host"] for h in case["hosts"] if h["failed_builds"]}
+        seen["a host with failed builds weighed"] += bool(failing & {h for h, _ in weighed})
+        metrics = nd.CONFIGS[case["config"]].get("metrics")
+        seen["metrics weighed"] += bool(metrics) and len(weighed) > 1
+        error = nova["error"] or ""
+        seen["a required metric missing (both fail)"] += error.startswith("ComputeHost")
         for former in nd.features(case):
             seen[f"former: {former}"] += 1
         if nd.refuses(case) is not None:  # (what Nova did there, for the record)
