@@ -27,6 +27,7 @@ class ClaimInfo(_Answer):
     created_at: float
     confirmed: bool  # a host report lists the instance: its figures now carry it
     alternates: list[str]
+    owner: str | None = None  # who placed it (the broker user); None: an embedded caller
 
 
 class ClaimsPage(_Answer):

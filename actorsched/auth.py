@@ -12,6 +12,13 @@ Rules this module keeps:
   it); a message without one is :data:`ANONYMOUS`.
 * A request's priority above the highest ``max_priority`` of the caller's
   roles is refused too (``admin`` has no cap).
+* A tenant's claims are its own. Every claim keeps its owner (the broker
+  user that placed it). The operations on claims (:data:`OWN_CLAIMS`) are
+  scoped to the caller's own claims (:meth:`Authorizer.scope`) unless it
+  has the role that lifts the scope: ``admin`` for a release or a move,
+  ``read`` (or ``admin``) for a read; ``place`` may read its own claims
+  (``claims``, ``where``) without ``read``. The core applies the scope
+  (``SchedulerCore._check_own``): another's claim is Forbidden, nothing changed.
 * Secure by default: :meth:`Authorizer.own` gives the service's own broker
   user every role and every other caller, ``anonymous`` included, none.
 * A refusal is a :class:`~actorsched.errors.Forbidden` naming the operation,
@@ -36,6 +43,7 @@ __all__ = [
     "ANONYMOUS",
     "MAX_LOGGED",
     "OPERATION_ROLES",
+    "OWN_CLAIMS",
     "ROLES",
     "Authorizer",
     "Role",
@@ -70,6 +78,16 @@ OPERATION_ROLES: Mapping[str, Role] = {
     "add_host_to_aggregate": "admin",
     "remove_host_from_aggregate": "admin",
     "remove_host": "admin",
+}
+# the operations on claims, scoped to the caller's own unless it has this role
+OWN_CLAIMS: Mapping[str, Role] = {
+    "release": "admin",
+    "move": "admin",
+    "confirm_move": "admin",
+    "revert_move": "admin",
+    "reschedule": "admin",
+    "claims": "read",
+    "where": "read",
 }
 
 
@@ -116,7 +134,7 @@ class Authorizer:
         if "admin" in roles:
             return None
         need = OPERATION_ROLES[operation]
-        if need not in roles:
+        if need not in roles and not (operation in OWN_CLAIMS and "place" in roles):
             return self._deny(
                 operation,
                 caller,
@@ -135,10 +153,25 @@ class Authorizer:
                 )
         return None
 
+    def scope(self, operation: str, user: str | None) -> str | None:
+        """The caller whose own claims ``operation`` is limited to; None: every claim
+        (an operation not on claims, or a caller with the role that lifts the scope)."""
+        lift = OWN_CLAIMS.get(operation)
+        if lift is None:
+            return None
+        caller = user if user else ANONYMOUS
+        roles = self.roles(caller)
+        return None if "admin" in roles or lift in roles else caller
+
     def _deny(self, operation: str, caller: str, why: str) -> Forbidden:
+        self.note(operation, caller, why)
+        return Forbidden(f"forbidden: {why}")
+
+    def note(self, operation: str, caller: str, why: str) -> None:
+        """Count a refusal (here, or the core's of another's claim) and log its first
+        per caller and operation."""
         self.denied += 1
         key = (caller, operation)
         if key not in self._logged and len(self._logged) < MAX_LOGGED:
             self._logged.add(key)
             log.warning("forbidden: %s (logged once per caller and operation)", why)
-        return Forbidden(f"forbidden: {why}")

@@ -486,6 +486,11 @@ class RequestSpec(_Message):
     # not in the fingerprint, and a repeat with another value is the same request.
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     wait: float | None = Field(None, ge=0, le=MAX_WAIT)
+    # who placed it: on the bus, the broker user that sent it (the service sets it
+    # from the message's user_id and replaces what a caller wrote); None embedded.
+    # A tenant releases, moves and reads only its own claims. Not what is asked:
+    # not in the fingerprint (a repeat by another owner is refused, not re-placed).
+    owner: Name | None = None
 
 
 class Selection(_Message):

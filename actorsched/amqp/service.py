@@ -53,12 +53,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import aio_pika
 import aiormq.exceptions
@@ -100,6 +101,7 @@ from ..errors import Forbidden, InvalidRequest, MailboxFull, SchedulerError, Sch
 from ..journal import JournalError, JournalUnavailable
 from ..logs import redact
 from ..metrics import label as outcome_label
+from ..models import RequestSpec
 from ..scheduler import Scheduler
 from .bodies import BodyCappedChannel, BodyCappedConnection
 from .metrics import ServiceMetrics
@@ -266,6 +268,18 @@ _ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] =
 assert (
     set(_ROUTES) == {c.operation for c in COMMANDS if c.operation} == set(OPERATIONS) - {BATCH}
 ), "core.COMMANDS, protocol.OPERATIONS and the service's routes drifted"
+
+
+def _owned_by(request: BaseModel, user: str | None) -> BaseModel:
+    """``request`` with its spec's ``owner`` the broker user that sent it (a body's
+    own ``owner`` is never believed)."""
+    owner = user if user else None
+    if isinstance(request, RequestSpec):
+        return request if request.owner == owner else request.model_copy(update={"owner": owner})
+    spec = getattr(request, "spec", None)
+    if isinstance(spec, RequestSpec) and spec.owner != owner:
+        return request.model_copy(update={"spec": spec.model_copy(update={"owner": owner})})
+    return request
 
 
 def _result(op: Operation, answer: object) -> Any:
@@ -744,7 +758,9 @@ class SchedulerService:
         try:
             if (estimate := self._reply_estimate(op, request)) > self.max_reply_bytes:
                 raise self._too_large(op.name, estimate, "would be")
-            body = encode_ok(op, _result(op, await (await self._submit(op, request))))
+            body = encode_ok(
+                op, _result(op, await (await self._submit(op, request, message.user_id)))
+            )
             if len(body) > self.max_reply_bytes:
                 raise self._too_large(op.name, len(body), "is")
             outcome = "ok"
@@ -755,6 +771,8 @@ class SchedulerService:
             self._fail_stop(exc)  # never answered: the change is not durable
             return await self._give_back(message)
         except SchedulerError as exc:
+            if isinstance(exc, Forbidden):  # the core's: another's claim
+                self._count_denied(op.name, message.user_id, exc)
             body, outcome = encode_error(exc), outcome_label(type(exc).__name__)
         except Exception:
             self._log_unexpected(op.name)
@@ -795,7 +813,7 @@ class SchedulerService:
             labels.append(op.name)
             outcomes.append("ok")
             replies.append(b"")
-            waits.append(await self._submit(op, request))
+            waits.append(await self._submit(op, request, message.user_id))
         if refused:  # one line per batch, however many items it refuses
             log.warning(
                 "refusing %d of %d items of a batch (correlation_id %s): %s%s",
@@ -815,6 +833,8 @@ class SchedulerService:
             if isinstance(answer, SchedulerError) and not isinstance(
                 answer, SchedulerStopped | JournalError
             ):
+                if isinstance(answer, Forbidden):  # the core's: another's claim
+                    self._count_denied(op.name, message.user_id, answer)
                 replies[slot], outcomes[slot] = (
                     encode_error(answer),
                     outcome_label(type(answer).__name__),
@@ -863,13 +883,23 @@ class SchedulerService:
             "(limit) or put fewer of them in one batch"
         )
 
-    async def _submit(self, op: Operation, request: BaseModel) -> Awaitable[object]:
-        """Hand ``request`` to the scheduler, waiting for a place when its line is full.
+    async def _submit(
+        self, op: Operation, request: BaseModel, user: str | None
+    ) -> Awaitable[object]:
+        """Hand ``request`` of broker user ``user`` to the scheduler, waiting for a
+        place when its line is full.
 
-        The awaitable this returns gives the answer; it fails if the
-        scheduler is not running.
+        A request's spec is owned by ``user`` (what the body says of ``owner`` is
+        replaced), and a command on claims is scoped to ``user``'s own when the
+        authorizer says so. The awaitable this returns gives the answer; it fails
+        if the scheduler is not running.
         """
+        request = _owned_by(request, user)
         command = _ROUTES[op.name][0](request)
+        authorizer = self.authorizer
+        if authorizer is not None and (caller := authorizer.scope(op.name, user)) is not None:
+            # a command on claims (OWN_CLAIMS) is a dataclass with a caller field
+            command = dataclasses.replace(cast(Any, command), caller=caller)
         try:
             try:
                 return self.scheduler.submit(command)
@@ -1000,11 +1030,20 @@ class SchedulerService:
             return None
         denied = authorizer.check(operation, message.user_id, request)
         if denied is not None:
-            user = message.user_id or ANONYMOUS
-            # a bounded label: users the [auth] table names, else "other"
-            label = user if user in authorizer.users or user == ANONYMOUS else "other"
-            self.metrics.denied.labels(operation, label).inc()
+            self._count_denied(operation, message.user_id, None)
         return denied
+
+    def _count_denied(self, operation: str, user_id: str | None, core: Forbidden | None) -> None:
+        """Count a refusal in ``actorsched_denied_total``; ``core``: the core refused
+        it (another's claim), which the authorizer also counts and logs once."""
+        authorizer = self.authorizer
+        user = user_id or ANONYMOUS
+        if core is not None and authorizer is not None:
+            authorizer.note(operation, user, str(core).removeprefix("forbidden: "))
+        # a bounded label: users the [auth] table names, else "other"
+        named = authorizer is not None and user in authorizer.users
+        label = user if named or user == ANONYMOUS else "other"
+        self.metrics.denied.labels(operation, label).inc()
 
     async def _dead_letter(
         self,

@@ -85,6 +85,7 @@ class Release(Command[bool]):
     """Free an instance's claim; False when it holds none."""
 
     instance_uuid: str
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,7 @@ class GetClaims(Command[ClaimsPage]):
     host: str | None = None
     start: int = 0
     limit: int = 1_000
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,7 @@ class Locate(Command[Location]):
     """Where an instance is: its claim's host, or the host whose report lists it."""
 
     instance_uuid: str
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +192,7 @@ class Move(Command[Selection]):
     spec: RequestSpec | None = None
     allow_same_host: bool = False
     evacuate: bool = False
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,7 @@ class ConfirmMove(Command[bool]):
     """Free a move's source hold; False when no such move is open."""
 
     migration_uuid: str
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +208,7 @@ class RevertMove(Command[bool]):
     """Free a move's destination claim and give the source back to the instance."""
 
     migration_uuid: str
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +218,7 @@ class Reschedule(Command[Selection]):
 
     instance_uuid: str
     failed_host: str
+    caller: str | None = None  # a tenant: only the claims it made (else Forbidden); None: any
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,11 @@ Rules this module keeps (everything that changes host state lives here):
   credit: that listing is the released instance, and the claim is
   confirmed only by a listing after the credit ended.
 * A report is applied only when its generation is above the host's last.
+* A claim keeps its request's ``owner`` (the broker user that placed it) through
+  moves, holds and reschedules. A command restricted to a ``caller`` (a
+  tenant on the bus) acts only on that caller's own claims
+  (:meth:`SchedulerCore._check_own`, the one place that says so), and a repeat
+  of a claimed uuid by another owner is Forbidden: nothing changes.
 * Host aggregates change only through the admin commands, each checked
   whole before any change (a refused one changes nothing). A row's zone is
   its aggregates' ``availability_zone`` when they have one, else its
@@ -51,7 +56,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from ..answers import ClaimInfo, ClaimsPage, Location, Plan, PlanCandidate, PlannedInstance
-from ..errors import InvalidRequest, MaxRetriesExceeded, NoValidHost
+from ..errors import Forbidden, InvalidRequest, MaxRetriesExceeded, NoValidHost
 from ..models import (
     Aggregate,
     Destination,
@@ -291,6 +296,7 @@ class SchedulerCore:
         elif isinstance(command, UpdateHosts):
             result = self.update_hosts(command.reports, now)
         elif isinstance(command, Release):
+            self._check_own(command.caller, command.instance_uuid, "release", absent_ok=True)
             result = self.release(command.instance_uuid, now)
         elif isinstance(command, RemoveHost):
             result = self.remove_host(command.host, now)
@@ -299,8 +305,9 @@ class SchedulerCore:
         elif isinstance(command, PlanPlacement):
             result = self.plan(command.spec, now)
         elif isinstance(command, GetClaims):
-            result = self.claims_page(command.host, command.start, command.limit)
+            result = self.claims_page(command.host, command.start, command.limit, command.caller)
         elif isinstance(command, Locate):
+            self._check_own(command.caller, command.instance_uuid, "where")
             result = self.where(command.instance_uuid)
         elif isinstance(command, CreateAggregate):
             result = self.create_aggregate(command.name, command.metadata, command.hosts)
@@ -315,6 +322,7 @@ class SchedulerCore:
         elif isinstance(command, GetAggregates):
             result = self.aggregates.aggregates()
         elif isinstance(command, Move):
+            self._check_own(command.caller, command.instance_uuid, "move")
             result = self.move(
                 command.instance_uuid,
                 command.migration_uuid,
@@ -324,14 +332,38 @@ class SchedulerCore:
                 evacuate=command.evacuate,
             )
         elif isinstance(command, ConfirmMove):
+            self._check_own(command.caller, command.migration_uuid, "confirm_move", absent_ok=True)
             result = self.confirm_move(command.migration_uuid, now)
         elif isinstance(command, RevertMove):
+            self._check_own(command.caller, command.migration_uuid, "revert_move", absent_ok=True)
             result = self.revert_move(command.migration_uuid, now)
         elif isinstance(command, Reschedule):
+            self._check_own(command.caller, command.instance_uuid, "reschedule")
             result = self.reschedule(command.instance_uuid, command.failed_host, now)
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
+
+    def _check_own(
+        self, caller: str | None, uuid: str, operation: str, *, absent_ok: bool = False
+    ) -> None:
+        """The one ownership rule: a command restricted to ``caller`` (a tenant, on the
+        bus) acts only on a claim its owner made, a move's hold (keyed by its migration
+        uuid) included; else Forbidden, nothing changed. A uuid no claim holds is
+        nobody's: ``absent_ok`` (a release, a confirm, a revert) lets the command answer
+        that it did nothing; the others (a read, a move) are refused."""
+        if caller is None:
+            return
+        claim = self.ledger.claims.get(uuid)
+        if claim is None and absent_ok:
+            return
+        if claim is None or claim.owner != caller:
+            raise Forbidden(
+                f"forbidden: {operation} of {uuid}: {caller!r} may only {operation} claims it "
+                "made (another's claim, or none, needs the role 'admin'"
+                + ("" if operation != "where" else " or 'read'")
+                + ")"
+            )
 
     # -- host reports -----------------------------------------------------
 
@@ -950,18 +982,25 @@ class SchedulerCore:
             preempted=list(preempted),
         )
 
-    def claims_page(self, host: str | None, start: int, limit: int) -> ClaimsPage:
+    def claims_page(
+        self, host: str | None, start: int, limit: int, caller: str | None = None
+    ) -> ClaimsPage:
         """Up to ``limit`` live claims from position ``start`` in the ledger's order
-        (only those on ``host`` when given: an unknown host has none)."""
+        (only those on ``host`` when given: an unknown host has none; only those
+        ``caller`` made when given: a tenant's page; the cursor counts every claim)."""
         ledger = self.ledger
         if host is None:
-            chosen: Iterable[Claim] = itertools.islice(ledger.claims.values(), start, None)
+            listed: Iterable[Claim] = itertools.islice(ledger.claims.values(), start, None)
         else:
             row = self.table.row_of.get(host)
             on_row = sorted(ledger.by_row.get(row, ())) if row is not None else []
-            chosen = (ledger.claims[u] for u in on_row[start:])
-        page = list(itertools.islice(chosen, limit + 1))
-        more = len(page) > limit
+            listed = (ledger.claims[u] for u in on_row[start:])
+        chosen: Iterable[tuple[int, Claim]] = enumerate(listed, start)
+        if caller is not None:
+            chosen = ((at, c) for at, c in chosen if c.owner == caller)
+        found = list(itertools.islice(chosen, limit + 1))
+        more = len(found) > limit
+        page = [c for _, c in found]
         claims = [
             ClaimInfo(
                 instance_uuid=c.instance_uuid,
@@ -973,10 +1012,11 @@ class SchedulerCore:
                 created_at=c.created_at,
                 confirmed=c.confirmed,
                 alternates=list(c.alternates),
+                owner=c.owner,
             )
             for c in page[:limit]
         ]
-        return ClaimsPage(claims=claims, next_cursor=start + limit if more else None)
+        return ClaimsPage(claims=claims, next_cursor=found[limit][0] if more else None)
 
     def where(self, instance_uuid: str) -> Location:
         """The host of ``instance_uuid``'s claim, or of the last report that lists it."""
@@ -1010,12 +1050,21 @@ class SchedulerCore:
         return pool.setdefault(key, fingerprint)
 
     def _check_same_request(self, spec: RequestSpec, fingerprint: str) -> None:
-        """Raise InvalidRequest if a uuid of ``spec`` is held by another request.
+        """Raise InvalidRequest if a uuid of ``spec`` is held by another request
+        (Forbidden if by another owner's).
 
         A claim whose fingerprint is unknown (None: restored from an older
         snapshot) accepts any repeat, as before fingerprints were kept.
         """
         claims = self.ledger.claims
+        owner = spec.owner
+        if owner is not None:
+            foreign = next((u for u in spec.instance_uuids if claims[u].owner != owner), None)
+            if foreign is not None:  # its answer would tell where another's instance is
+                raise Forbidden(
+                    f"forbidden: select_destinations of {foreign}: that uuid holds a claim "
+                    f"{owner!r} did not make; a caller repeats only its own requests"
+                )
         other = [u for u in spec.instance_uuids if claims[u].fingerprint not in (None, fingerprint)]
         if not other:
             return
@@ -1091,6 +1140,7 @@ class SchedulerCore:
             tuple(alternates),
             fingerprint,
             priority=spec.priority,
+            owner=spec.owner,
         )
         self._add_claim(claim)
 
@@ -1241,6 +1291,7 @@ class SchedulerCore:
                 claim.confirmed,
                 claim.priority,
                 claim.preempted,
+                claim.owner,
             )
         else:
             # an instance its host reports: the report's figures carry it
@@ -1257,6 +1308,7 @@ class SchedulerCore:
                 None,
                 True,
                 asked.priority,
+                owner=asked.owner,
             )
         ledger.add(hold)
         try:
@@ -1324,6 +1376,7 @@ class SchedulerCore:
             hold.confirmed,
             hold.priority,
             hold.preempted,
+            hold.owner,
         )
         ledger.add(claim)  # the same row, figures and state as the hold: no table change
         return True
@@ -1445,6 +1498,7 @@ class SchedulerCore:
                 claim.fingerprint,
                 priority=claim.priority,
                 preempted=claim.preempted,
+                owner=claim.owner,
             )
             self._add_claim(moved)
             self._requests[instance_uuid] = spec

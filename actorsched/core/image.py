@@ -56,6 +56,7 @@ CLAIM_COLUMNS = (
     "fingerprint",
     "priority",
     "preempted",
+    "owner",
 )
 # the requests kept for a reschedule or move, beside the list of distinct
 # specs: each uuid one is kept for, in the order they were kept, and the index
@@ -186,6 +187,7 @@ class CoreImage:
                 c.fingerprint,
                 c.priority,
                 c.preempted,  # a tuple: json.dumps writes it as a list
+                c.owner,
             )
             for c, confirmed in self.claims
         ]

@@ -98,7 +98,7 @@ NON_RESOURCE_FIELDS = (
 )
 # The fields that say how to ask, not what: neither in the fingerprint nor a
 # reason to leave the resources-only path (a test holds the three together).
-NOT_ASKED_FIELDS = ("priority", "wait")
+NOT_ASKED_FIELDS = ("priority", "wait", "owner")
 
 
 def asks_resources_only(spec: RequestSpec) -> bool:
@@ -252,6 +252,7 @@ class Claim:
     confirmed: bool = False
     priority: int = 0  # its request's priority: what a preemption compares
     preempted: tuple[str, ...] = ()  # the claims its placement released to make room
+    owner: str | None = None  # its request's owner (the broker user); None: anyone's
 
     @property
     def selection(self) -> Selection:

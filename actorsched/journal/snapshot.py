@@ -7,7 +7,7 @@ Rules this module keeps:
   node, the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
   it, its selection (with the claims its placement preempted), its request's
-  fingerprint and priority (format 6); per released instance
+  fingerprint and priority (format 6) and its owner (format 10); per released instance
   its credit; per host aggregate its name, hosts and metadata. Rows, zone
   ids and trait bits never appear, so a snapshot outlives table changes.
   Per open move (format 5) its migration and instance uuids, what was
@@ -62,6 +62,7 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
+# 10: as 9, and each claim's owner (the broker user that placed it, or None);
 # 9: as 8, and host_facts entries may give failed_builds and metrics;
 # 8: as 7, and each host's vcpus_reserved, local_gb_reserved and Placement
 # units (memory_mb_units, vcpus_units, local_gb_units: an object or None);
@@ -76,9 +77,10 @@ log = logging.getLogger("actorsched.journal")
 # still read (before 7: no host facts; before 6: priority 0, no preempted
 # claims, no kept requests; before 5: no moves; before 4: no aggregates, no
 # host ratios, nodes named as their hosts; 1 and 2 have no fingerprints; before
-# 8: no reserved vCPUs or disk, no units).
-SNAPSHOT_FORMAT = 9
-_READ = (1, 2, 3, 4, 5, 6, 7, 8, SNAPSHOT_FORMAT)
+# 8: no reserved vCPUs or disk, no units; before 10: no claim has an owner, so
+# only an unscoped caller, an admin, may act on those claims).
+SNAPSHOT_FORMAT = 10
+_READ = (1, 2, 3, 4, 5, 6, 7, 8, 9, SNAPSHOT_FORMAT)
 # the facts a host_facts entry may give before format 9
 _FACT_FIELDS_8 = tuple(f for f in FACT_FIELDS if f not in ("failed_builds", "metrics"))
 # a host's columns (format 8): its report's fields but the facts, and the
@@ -89,7 +91,8 @@ _HOST_FIELDS_7 = tuple(f for f in _HOST_FIELDS if f not in _NEW_IN_8)
 _HOST_FIELDS_6 = _HOST_FIELDS_7[:-1]
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 _HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS_6 if f not in (*_RATIO_FIELDS, "node"))
-_CLAIM_COLUMNS_5 = tuple(c for c in CLAIM_COLUMNS if c not in ("priority", "preempted"))
+_CLAIM_COLUMNS_9 = tuple(c for c in CLAIM_COLUMNS if c != "owner")
+_CLAIM_COLUMNS_5 = tuple(c for c in _CLAIM_COLUMNS_9 if c not in ("priority", "preempted"))
 _CLAIM_COLUMNS_2 = tuple(c for c in _CLAIM_COLUMNS_5 if c != "fingerprint")
 # RequestSpec.priority's bounds (a test holds the two together)
 _PRIORITIES = (-1_000_000, 1_000_000)
@@ -158,7 +161,7 @@ def restore(core: SchedulerCore, text: str) -> None:
             {"reported_at": r.pop("reported_at"), "report": _with_facts(r, facts)} for r in rows
         ]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
-        columns: tuple[str, ...] = CLAIM_COLUMNS
+        columns: tuple[str, ...] = CLAIM_COLUMNS if data["format"] >= 10 else _CLAIM_COLUMNS_9
         if data["format"] < 6:
             columns = _CLAIM_COLUMNS_5 if data["format"] >= 3 else _CLAIM_COLUMNS_2
         claims = _rows(data["claims"], columns, "claims")
@@ -198,7 +201,13 @@ def restore(core: SchedulerCore, text: str) -> None:
         if fingerprint is not None and not isinstance(fingerprint, str):
             raise ValueError(f"claim {claim['instance_uuid']!r} has a fingerprint that is not text")
         core.restore_claims(
-            _spec(claim["instance_uuid"], claim, claim["group_id"], _priority(claim)),
+            _spec(
+                claim["instance_uuid"],
+                claim,
+                claim["group_id"],
+                _priority(claim),
+                _owner(claim),
+            ),
             [selection],
             float(claim["created_at"]),
             fingerprint=fingerprint,
@@ -340,11 +349,23 @@ def _restore_moves(core: SchedulerCore, entries: Any) -> None:
         )
 
 
+def _owner(claim: dict[str, Any]) -> str | None:
+    """A claim's owner, checked (None before format 10, which kept none)."""
+    owner = claim.get("owner")
+    if owner is not None and not isinstance(owner, str):
+        raise ValueError(f"claim {claim['instance_uuid']!r} has an owner that is not text")
+    return owner
+
+
 def _spec(
-    uuid: str, figures: dict[str, Any], group_id: str | None, priority: int = 0
+    uuid: str,
+    figures: dict[str, Any],
+    group_id: str | None,
+    priority: int = 0,
+    owner: str | None = None,
 ) -> RequestSpec:
-    # restore_claims reads only the resources, the group id and the priority of
-    # a spec; the policy is not part of a claim, so any valid one carries the id
+    # restore_claims reads only the resources, the group id, the priority and the
+    # owner of a spec; the policy is not part of a claim, so any valid one carries the id
     group = None if group_id is None else ServerGroup(id=group_id, policy="affinity")
     return RequestSpec(
         instance_uuids=[uuid],
@@ -353,4 +374,5 @@ def _spec(
         disk_gb=figures["disk_gb"],
         group=group,
         priority=priority,
+        owner=owner,
     )

@@ -8,6 +8,8 @@ them afterwards.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -87,3 +89,31 @@ async def running_stack(
             yield Stack(url, queue, scheduler, service, client)
     finally:
         await delete_topology(url, queue)
+
+
+async def raw_call(
+    url: str, queue: str, op: str, body: dict[str, Any], user_id: str | None
+) -> dict[str, Any]:
+    """One request published with (or without) ``user_id``, as any client may; its reply."""
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        replies = await channel.declare_queue("", exclusive=True, auto_delete=True)
+        await channel.default_exchange.publish(
+            aio_pika.Message(
+                json.dumps(body).encode(),
+                content_type="application/json",
+                type=op,
+                correlation_id=uuid.uuid4().hex,
+                reply_to=replies.name,
+                user_id=user_id,
+            ),
+            routing_key=queue,
+        )
+        for _ in range(400):
+            message = await replies.get(no_ack=True, fail=False)
+            if message is not None:
+                reply: dict[str, Any] = json.loads(message.body)
+                return reply
+            await asyncio.sleep(0.025)
+    raise AssertionError(f"no reply to {op}")

@@ -8,7 +8,6 @@ anyone else, which a test shows) and by the roles the service gives it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -16,11 +15,11 @@ from typing import Any
 import aio_pika
 import aiormq.exceptions
 import pytest
-from amqp_support import AMQP_URL, host_report, running_stack
+from amqp_support import AMQP_URL, host_report, raw_call, running_stack
 
 from actorsched import RequestSpec, SchedulerConfig
 from actorsched.amqp.service import dead_letter_names
-from actorsched.auth import OPERATION_ROLES, Authorizer
+from actorsched.auth import OPERATION_ROLES, OWN_CLAIMS, Authorizer
 from actorsched.errors import Forbidden
 
 pytestmark = pytest.mark.amqp
@@ -29,35 +28,26 @@ pytestmark = pytest.mark.amqp
 async def _raw_call(
     queue: str, op: str, body: dict[str, Any], user_id: str | None
 ) -> dict[str, Any]:
-    """One request published with (or without) ``user_id``; its reply."""
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        replies = await channel.declare_queue("", exclusive=True, auto_delete=True)
-        await channel.default_exchange.publish(
-            aio_pika.Message(
-                json.dumps(body).encode(),
-                content_type="application/json",
-                type=op,
-                correlation_id=uuid.uuid4().hex,
-                reply_to=replies.name,
-                user_id=user_id,
-            ),
-            routing_key=queue,
-        )
-        for _ in range(400):
-            message = await replies.get(no_ack=True, fail=False)
-            if message is not None:
-                reply: dict[str, Any] = json.loads(message.body)
-                return reply
-            await asyncio.sleep(0.025)
-    raise AssertionError(f"no reply to {op}")
+    return await raw_call(AMQP_URL, queue, op, body, user_id)
 
 
 def test_every_operation_has_a_role() -> None:
     from actorsched.amqp.protocol import BATCH, OPERATIONS
 
     assert set(OPERATION_ROLES) == set(OPERATIONS) - {BATCH}
+
+
+def test_every_operation_on_claims_has_a_command_that_takes_its_scope() -> None:
+    import dataclasses
+
+    from actorsched.core import COMMANDS
+
+    scoped = {
+        info.operation
+        for info in COMMANDS
+        if info.operation and "caller" in {f.name for f in dataclasses.fields(info.command)}
+    }
+    assert scoped == set(OWN_CLAIMS)
 
 
 def test_roles_and_priority_caps() -> None:
@@ -70,8 +60,16 @@ def test_roles_and_priority_caps() -> None:
     refused = auth.check("remove_host", "tenant", spec)
     assert isinstance(refused, Forbidden)
     assert "remove_host needs the role 'admin'; 'tenant' has ['place']" in str(refused)
-    assert isinstance(auth.check("claims", "tenant", spec), Forbidden)
-    assert auth.check("claims", "ops", spec) is None
+    assert isinstance(auth.check("host_states", "tenant", spec), Forbidden)
+    assert auth.check("host_states", "ops", spec) is None
+    # place reads and changes claims, scoped to its own; read lifts a read's scope,
+    # admin every scope
+    assert auth.check("claims", "tenant", spec) is None
+    assert auth.scope("claims", "tenant") == "tenant"
+    assert auth.scope("claims", "ops") is None
+    assert auth.scope("release", "ops") == "ops"
+    assert auth.scope("release", "root") is None
+    assert auth.scope("select_destinations", "tenant") is None
     assert "'anonymous' has none" in str(auth.check("host_report", None, spec))
     urgent = RequestSpec(instance_uuids=["i"], memory_mb=1, vcpus=1, disk_gb=0, priority=11)
     assert "priority 11 is above 'tenant''s cap 10" in str(
@@ -93,7 +91,7 @@ async def test_a_caller_without_the_role_is_refused_and_nothing_changes() -> Non
         for op, body in (
             ("remove_host", {"host": "h0"}),
             ("create_aggregate", {"name": "a", "metadata": {}, "hosts": ["h1"]}),
-            ("claims", {}),
+            ("host_states", {}),
         ):
             reply = await _raw_call(stack.queue, op, body, "guest")
             assert reply["ok"] is False

@@ -267,7 +267,7 @@ def test_every_request_field_but_the_resources_leaves_the_resources_only_path() 
     assert set(NON_RESOURCE_FIELDS) == set(RequestSpec.model_fields) - resources - set(
         NOT_ASKED_FIELDS
     )
-    how: list[dict[str, Any]] = [{"priority": 5}, {"wait": 1.0}]  # how to ask, not what
+    how: list[dict[str, Any]] = [{"priority": 5}, {"wait": 1.0}, {"owner": "tenant-a"}]  # not what
     for fields in how:
         assert asks_resources_only(make_spec(**fields)), fields
         assert request_fingerprint(make_spec(**fields)) == request_fingerprint(make_spec())

@@ -200,6 +200,8 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         # what IsolatedHostsFilter and JsonFilter read, absent from older records
         "image_id": None,
         "query": None,
+        # issue 24: who placed it, absent from older records (nobody's claims then)
+        "owner": None,
     }
     group_defaults = {
         name: field.get_default(call_default_factory=True)
