@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, cast
 
 from actorsched import RequestSpec
 from actorsched.amqp.service import _owned_by
@@ -49,7 +49,7 @@ def auth_cost(calls: int = 20_000, rounds: int = 7) -> dict[str, Any]:
             if auth.check("select_destinations", user, spec) is not None:
                 raise AssertionError("the bench's callers may place")
             auth.scope("select_destinations", user)
-            SelectDestinations(_owned_by(spec, user))
+            SelectDestinations(cast(RequestSpec, _owned_by(spec, user)))
         checked.append(time.perf_counter() - started)
     added = [(c - p) / calls * 1e6 for c, p in zip(checked, plain, strict=True)]
     return {

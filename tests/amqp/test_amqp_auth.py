@@ -38,14 +38,12 @@ def test_every_operation_has_a_role() -> None:
 
 
 def test_every_operation_on_claims_has_a_command_that_takes_its_scope() -> None:
-    import dataclasses
-
     from actorsched.core import COMMANDS
 
     scoped = {
         info.operation
         for info in COMMANDS
-        if info.operation and "caller" in {f.name for f in dataclasses.fields(info.command)}
+        if info.operation and "caller" in getattr(info.command, "__dataclass_fields__", {})
     }
     assert scoped == set(OWN_CLAIMS)
 
