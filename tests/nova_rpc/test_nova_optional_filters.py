@@ -54,20 +54,20 @@ def test_a_nova_conf_enables_and_configures_the_optional_filters(tmp_path: Path)
     assert "aggregate_image_properties_isolation_namespace is set" in "\n".join(warnings)
 
 
-def test_hypervisor_version_weigher_is_built_and_build_failure_weigher_is_not(
-    tmp_path: Path,
-) -> None:
+def test_hypervisor_version_and_build_failure_weighers_are_built(tmp_path: Path) -> None:
     config, warnings = _config(tmp_path / "nova.conf", "[filter_scheduler]\n")
     assert config.nova_release == 34
     assert config.hypervisor_version_weight_multiplier == 1.0  # Nova 34's default
+    assert config.build_failure_weight_multiplier == 1000000.0  # Nova 34's default
     text = "\n".join(warnings)
     assert "HypervisorVersionWeigher" not in text
-    assert "BuildFailureWeigher (nothing reports failed builds to actorsched)" in text
+    assert "BuildFailureWeigher" not in text
     config, _ = _config(
         tmp_path / "nova.conf",
         "[filter_scheduler]\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n",
     )
     assert config.hypervisor_version_weight_multiplier == 0.0  # left out of weight_classes
+    assert config.build_failure_weight_multiplier == 0.0
     # a configuration written for Nova 18: Nova 18 had no such weigher
     config, _ = _config(
         tmp_path / "nova.conf", "[filter_scheduler]\nenabled_filters = RamFilter,ComputeFilter\n"
