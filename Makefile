@@ -4,16 +4,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench bench-instructions mutate rabbitmq postgresql serve clean nova-venv test-nova-functional
+.PHONY: demo docs test lint typecheck pytest bench bench-instructions mutate rabbitmq postgresql serve clean nova-venv test-nova-functional
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,bench,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/actorsched demo
+
+# The docs site (mkdocs-material), strict: a broken link or a drifted generated page
+# fails (make test builds it too, in tests/test_docs.py). Into site/.
+docs: $(STAMP)
+	$(PY) scripts/docs_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The AMQP tests talk to a real broker; start it (installing it first when absent).
 rabbitmq:
