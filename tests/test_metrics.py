@@ -16,7 +16,7 @@ from actorsched.amqp.metrics import ServiceMetrics
 from actorsched.logs import JsonFormatter
 from actorsched.metrics import SchedulerMetrics, label
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPERATING = Path(__file__).resolve().parent.parent / "docs" / "operating.md"
 
 
 def _value(metrics: SchedulerMetrics, name: str, **labels: str) -> float:
@@ -163,7 +163,7 @@ def test_the_json_log_format_carries_a_decisions_fields() -> None:
     assert line["alternates"] == ["h2"]
 
 
-def test_the_readme_lists_every_metric_serve_exposes() -> None:
+def test_the_operating_page_lists_every_metric_serve_exposes() -> None:
     scheduler = Scheduler()
     ServiceMetrics(scheduler)
     assert scheduler.metrics is not None
@@ -172,9 +172,9 @@ def test_the_readme_lists_every_metric_serve_exposes() -> None:
         for metric in scheduler.metrics.registry.collect()
         if metric.name.startswith("actorsched_")
     }
-    text = README.read_text()
+    text = OPERATING.read_text()
     section = text[text.index("### Metrics") :]
-    section = section[: section.index("\n## ", 1)]
+    section = section[: section.index("\n### ", 1)]  # to the next section
     listed = set(re.findall(r"`(actorsched_[a-z_]+)", section))
     listed = {name.removesuffix("_total") for name in listed}
     assert exposed == listed
