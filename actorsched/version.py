@@ -1,3 +1,3 @@
 """The version of actorsched: the one place it is written (pyproject reads it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -15,6 +15,7 @@ from actorsched import NoValidHost, Scheduler, SchedulerConfig
 from actorsched.amqp.metrics import ServiceMetrics
 from actorsched.logs import JsonFormatter
 from actorsched.metrics import SchedulerMetrics, label
+from actorsched.version import __version__
 
 OPERATING = Path(__file__).resolve().parent.parent / "docs" / "operating.md"
 
@@ -123,7 +124,7 @@ async def test_silent_hosts_and_the_owner_gauges() -> None:
         assert _value(metrics, "actorsched_hosts_silent") == 1
         assert _value(metrics, "actorsched_hosts") == 2
         assert _value(metrics, "actorsched_active") == 1
-    assert _value(metrics, "actorsched_build_info", version="0.1.0", python=_python()) == 1
+    assert _value(metrics, "actorsched_build_info", version=__version__, python=_python()) == 1
     assert _value(metrics, "process_cpu_seconds_total") > 0
 
 
