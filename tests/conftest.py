@@ -178,3 +178,22 @@ def make_core(config: SchedulerConfig | None = None, **kwargs: Any) -> Scheduler
 def core() -> SchedulerCore:
     """A core with the default (Nova) configuration and a fixed seed."""
     return make_core()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_services_untouched() -> Any:
+    """Fail the run if it restarted, or cut other clients of, the machine's own
+    RabbitMQ or PostgreSQL (see :mod:`machine_sentinel`)."""
+    from machine_sentinel import MachineSentinel
+
+    sentinel = MachineSentinel(
+        os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+        os.environ.get("ACTORSCHED_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    sentinel.open()
+    yield sentinel
+    try:
+        disturbed = sentinel.disturbed()
+    finally:
+        sentinel.close()
+    assert disturbed == [], "; ".join(disturbed)

@@ -511,3 +511,41 @@ def test_the_guard_catches_shell_scripts() -> None:
 @pytest.mark.parametrize("name", sorted(LET_THROUGH))
 def test_the_guard_lets_through(name: str) -> None:
     assert check_sources({f"{name}.py": LET_THROUGH[name]}) == [], LET_THROUGH[name]
+
+
+def test_the_run_sentinel_notices_a_cut_session_and_a_closed_connection() -> None:
+    """The session fixture's check (conftest ``machine_services_untouched``) can fail:
+    a terminated PostgreSQL session of its own and a closed broker connection are
+    both reported."""
+    import os
+
+    import psycopg
+    from machine_sentinel import _APPLICATION, MachineSentinel
+
+    sentinel = MachineSentinel(
+        os.environ.get("ACTORSCHED_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+        os.environ.get("ACTORSCHED_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    sentinel.open()
+    try:
+        if sentinel.absent:
+            pytest.skip(f"not running: {sentinel.absent}")
+        assert sentinel.disturbed() == []
+        with psycopg.connect(sentinel.pg_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (_APPLICATION + " (self-test)",),
+            )
+        assert sentinel.disturbed() == [], "another application name: untouched"
+        assert sentinel._pg is not None
+        with psycopg.connect(sentinel.pg_url, autocommit=True) as conn:
+            pid = sentinel._pg.info.backend_pid
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        sentinel._run(sentinel._amqp.close(), 10)
+        found = sentinel.disturbed()
+        assert len(found) == 2, found
+        assert "PostgreSQL cut a session" in found[1]
+        assert "RabbitMQ cut a connection" in found[0]
+    finally:
+        sentinel.close()
