@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 __all__ = [
     "AGGREGATE_FILTERS",
@@ -661,6 +661,13 @@ def _known_filters(names: list[str]) -> list[str]:
     return names
 
 
+def _pairs(value: Any) -> Any:
+    """Each ``[name, number]`` array of a list as the pair it stands for."""
+    if isinstance(value, list):
+        return [tuple(item) if isinstance(item, list) else item for item in value]
+    return value
+
+
 class SchedulerConfig(BaseModel):
     """Tunables, named and defaulted as in Nova's ``[filter_scheduler]`` section.
 
@@ -729,6 +736,7 @@ class SchedulerConfig(BaseModel):
     metrics_weight_setting: Annotated[
         list[tuple[Name, Annotated[float, Field(allow_inf_nan=False)]]],
         Field(max_length=_MAX_METRICS),
+        BeforeValidator(_pairs),  # a TOML file or JSON gives each pair as an array
     ] = _empty_list()
     metrics_weight_multiplier: float = 1.0
     metrics_required: bool = True
