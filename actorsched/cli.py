@@ -72,6 +72,24 @@ _COMMANDS: dict[str, tuple[str, str, str, str]] = {
         "plan_main",
         "a dry run: where a RequestSpec would go and why, claiming nothing",
     ),
+    "host": (
+        "actorsched.operate",
+        "host_arguments",
+        "host_main",
+        "show, drain or remove one host of a running serve",
+    ),
+    "claim": (
+        "actorsched.operate",
+        "claim_arguments",
+        "claim_main",
+        "release a claim of a running serve",
+    ),
+    "aggregate": (
+        "actorsched.operate",
+        "aggregate_arguments",
+        "aggregate_main",
+        "list, create, change and delete the host aggregates of a running serve",
+    ),
     "config": (
         "actorsched.settings",
         "config_arguments",

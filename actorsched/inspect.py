@@ -204,7 +204,20 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched plan``."""
     _common(parser)
     parser.add_argument(
-        "spec", nargs="?", default="-", metavar="FILE", help="a RequestSpec as JSON (- : stdin)"
+        "spec",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="a RequestSpec as JSON (- : stdin), unless --vcpus and --memory say it",
+    )
+    asked = parser.add_argument_group("the request as flags (instead of FILE)")
+    asked.add_argument("--vcpus", type=int, default=None, help="vCPUs per instance")
+    asked.add_argument("--memory", type=int, default=None, help="MB of RAM per instance")
+    asked.add_argument("--disk", type=int, default=0, help="GB of disk per instance (default 0)")
+    asked.add_argument("--count", type=int, default=1, help="instances (default 1)")
+    asked.add_argument("--zone", default=None, help="availability zone")
+    asked.add_argument(
+        "--trait", dest="traits", action="append", default=[], help="a required trait (repeat)"
     )
 
 
@@ -215,8 +228,18 @@ def plan_main(args: argparse.Namespace) -> int:
     could not be asked), 2 for a spec that is not a valid RequestSpec.
     """
     try:
-        text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text()
-        spec = RequestSpec.model_validate_json(text)
+        if args.vcpus is not None or args.memory is not None:
+            spec = RequestSpec(
+                instance_uuids=[f"plan-{i}" for i in range(max(1, args.count))],
+                vcpus=args.vcpus if args.vcpus is not None else 1,
+                memory_mb=args.memory if args.memory is not None else 512,
+                disk_gb=args.disk,
+                availability_zone=args.zone,
+                required_traits=args.traits,
+            )
+        else:
+            text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text()
+            spec = RequestSpec.model_validate_json(text)
     except OSError as exc:
         print(f"actorsched plan: {args.spec}: {exc.strerror or exc}", file=sys.stderr)
         return 2
