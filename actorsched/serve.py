@@ -31,8 +31,8 @@ from .logs import configure_logging
 from .metrics import SchedulerMetrics
 from .models import SchedulerConfig
 from .nova.endpoint import NovaEndpoint
-from .nova.placement import PlacementClient, token_auth
-from .nova.placing import PlacementLink, load_host_facts
+from .nova.placement import PlacementClient
+from .nova.placing import PlacementLink, load_host_facts, placement_auth
 from .scheduler import Scheduler
 from .settings import ServiceSettings, Settings, default_journal_path
 
@@ -103,7 +103,12 @@ def _nova_endpoint(
         client = PlacementClient(
             settings.nova.placement_url,
             timeout=settings.nova.placement_timeout,
-            auth=token_auth(settings.nova.placement_token),
+            # Keystone when nova.conf's [placement] says auth_type = password
+            auth=placement_auth(
+                conf.placement_auth,
+                settings.nova.placement_token,
+                timeout=settings.nova.placement_timeout,
+            ),
         )
         facts_file = settings.nova.placement_host_facts
         link = PlacementLink(

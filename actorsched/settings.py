@@ -218,8 +218,8 @@ class NovaSettings(BaseModel):
     # Placement's endpoint: host state followed from it and claims written to it
     # (None: hosts come from native reports and nothing is written to Placement)
     placement_url: Annotated[str, AfterValidator(_http_url)] | None = None
-    # the X-Auth-Token sent to Placement (its noauth2 strategy reads "user[:project]";
-    # Keystone auth from nova.conf's [placement] section is not built yet)
+    # the X-Auth-Token sent to Placement (its noauth2 strategy reads "user[:project]"),
+    # unless nova.conf's [placement] says auth_type = password: a Keystone token then
     placement_token: str = Field("admin", min_length=1, max_length=4_096)
     # seconds between polls of Placement's providers, and per call to it
     placement_poll_interval: float = Field(1.0, gt=0, le=3_600)
@@ -719,6 +719,12 @@ def load(args: argparse.Namespace | None = None) -> Settings:
         unknown_env=unknown_env(),
         **models,  # type: ignore[arg-type]
     )
+    if nova_conf is not None and settings.nova.placement_url is not None:
+        # the Placement link authenticates as nova.conf's [placement] says: refused
+        # now, in one line, rather than at the first call
+        problem = nova_conf.placement_auth.problem()
+        if problem:
+            raise SettingsError(problem)
     prefetch = settings.service.prefetch
     mailbox = settings.scheduler.mailbox_size
     if prefetch is not None and prefetch > mailbox:
@@ -732,7 +738,7 @@ def load(args: argparse.Namespace | None = None) -> Settings:
 
 # ACTORSCHED_* variables that are not settings but are read: the settings file's
 # path, and those of the tests and benchmarks
-_OTHER_ENV = frozenset({CONFIG_ENV, f"{ENV_PREFIX}NOVA_PYTHON", f"{ENV_PREFIX}NOVA_FUNCTIONAL"})
+_OTHER_ENV = frozenset({CONFIG_ENV, f"{ENV_PREFIX}NOVA_PYTHON"})
 _OTHER_ENV_PREFIXES = (f"{ENV_PREFIX}TEST_", f"{ENV_PREFIX}BENCH_", f"{ENV_PREFIX}NF_")
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULTS",
     "NovaConfig",
     "NovaConfigError",
+    "PlacementAuth",
     "read",
 ]
 
@@ -182,6 +183,88 @@ _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
 
+# nova.conf's [placement] options of keystoneauth's password plugin that actorsched
+# reads (keystoneauth1/loading/_plugins/identity/generic.py Password, the options
+# Nova registers with ks_loading.register_auth_conf_options in nova/conf/placement.py)
+_PLACEMENT_AUTH_OPTIONS = (
+    "auth_type",
+    "auth_url",
+    "username",
+    "user_id",
+    "password",
+    "user_domain_name",
+    "user_domain_id",
+    "project_name",
+    "project_id",
+    "project_domain_name",
+    "project_domain_id",
+    "default_domain_name",
+    "default_domain_id",
+    "system_scope",
+)
+# auth_type values that mean no Keystone (keystoneauth's "none" and "noauth" plugins)
+NO_AUTH_TYPES = ("none", "noauth")
+PASSWORD_AUTH_TYPES = ("password", "v3password")
+
+
+@dataclass(frozen=True)
+class PlacementAuth:
+    """How Nova authenticates to Placement: nova.conf's ``[placement]`` auth options.
+
+    ``auth_type`` None (the section names none) or ``none``/``noauth``: no Keystone
+    (actorsched sends ``[nova] placement_token``); ``password`` or
+    ``v3password``: a Keystone v3 password authentication at ``auth_url``, scoped
+    to the project (or ``system_scope``) given. :meth:`problem` says what is
+    missing or not built, in one line.
+    """
+
+    auth_type: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict, repr=False)  # a password too
+
+    def get(self, option: str) -> str | None:
+        """An option as given (None when absent or empty)."""
+        return self.options.get(option) or None
+
+    @property
+    def keystone(self) -> bool:
+        return self.auth_type is not None and self.auth_type.lower() in PASSWORD_AUTH_TYPES
+
+    def domain(self, of: str) -> tuple[str, str] | None:
+        """``("id", x)`` or ``("name", x)`` of the user's or project's domain
+        (``of``: ``user`` or ``project``), keystoneauth's default_domain_* standing in."""
+        for key in (f"{of}_domain_id", "default_domain_id"):
+            if self.get(key):
+                return "id", self.options[key]
+        for key in (f"{of}_domain_name", "default_domain_name"):
+            if self.get(key):
+                return "name", self.options[key]
+        return None
+
+    def problem(self) -> str | None:
+        """Why actorsched cannot authenticate as this section says, or None."""
+        if self.auth_type is None or self.auth_type.lower() in NO_AUTH_TYPES:
+            return None
+        if not self.keystone:
+            return (
+                f"nova.conf [placement] auth_type = {self.auth_type}: actorsched authenticates "
+                f"to Placement with {' or '.join(PASSWORD_AUTH_TYPES)} (Keystone v3) or none "
+                "([nova] placement_token)"
+            )
+        wanted = ["auth_url", "password"]
+        if not (self.get("username") or self.get("user_id")):
+            wanted.append("username (or user_id)")
+        missing = [name for name in wanted if not self.get(name.split()[0])]
+        if self.get("username") and not self.get("user_id") and self.domain("user") is None:
+            missing.append("user_domain_name (or user_domain_id)")
+        if self.get("project_name") and not self.get("project_id") and not self.domain("project"):
+            missing.append("project_domain_name (or project_domain_id)")
+        if missing:
+            return f"nova.conf [placement] auth_type = {self.auth_type} needs {', '.join(missing)}"
+        if urlsplit(self.options["auth_url"]).scheme not in ("http", "https"):
+            return f"nova.conf [placement] auth_url = {self.options['auth_url']}: not http(s)://"
+        return None
+
+
 @dataclass(frozen=True)
 class NovaConfig:
     """What a nova.conf says, in actorsched's terms."""
@@ -195,6 +278,8 @@ class NovaConfig:
     scheduler: dict[str, tuple[Any, str]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     values: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    # [placement]: how Nova authenticates to Placement (keystoneauth options)
+    placement_auth: PlacementAuth = field(default_factory=PlacementAuth)
 
     def source(self, option: str) -> str:
         """``nova.conf PATH [group] option``: how ``actorsched config`` names a source."""
@@ -476,4 +561,17 @@ def read(path: str) -> NovaConfig:
         scheduler=scheduler,
         warnings=tuple(warnings),
         values=values,
+        placement_auth=_placement_auth(parser),
     )
+
+
+def _placement_auth(parser: configparser.RawConfigParser) -> PlacementAuth:
+    if not parser.has_section("placement"):
+        return PlacementAuth()
+    options = {
+        option: _as("", parser.get("placement", option), f"[placement] {option}")
+        for option in _PLACEMENT_AUTH_OPTIONS
+        if parser.has_option("placement", option)
+    }
+    auth_type = options.pop("auth_type", None) or None
+    return PlacementAuth(auth_type, {k: v for k, v in options.items() if v})

@@ -260,10 +260,14 @@ class PlacementClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the idle connections (calls in flight close theirs when done)."""
+        """Close the idle connections (calls in flight close theirs when done), and the
+        auth hook's own when it has an ``aclose`` (a Keystone client)."""
         idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()
+        aclose = getattr(self._auth, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     async def request(
         self, method: str, path: str, body: Any = None, *, version: str | None = None
@@ -272,18 +276,35 @@ class PlacementClient:
 
         Raises :class:`PlacementUnavailable` when Placement cannot be reached or
         does not answer within ``timeout``, :class:`PlacementError` when its
-        answer is over ``max_response_bytes``; any status is returned.
+        answer is over ``max_response_bytes``; any status is returned. A 401
+        (the token expired or was revoked) is asked once more when the auth
+        hook has an ``invalidate(sent_headers)`` (a Keystone token: a new one).
         """
+        sent: dict[str, str] = {}
+        response = await self._request(method, path, body, version, sent)
+        invalidate = getattr(self._auth, "invalidate", None)
+        if response.status == 401 and invalidate is not None:
+            invalidate(sent)
+            response = await self._request(method, path, body, version, {})
+        self.requests += 1
+        if self._on_response is not None:
+            await self._on_response(method, path, response.status)
+        return response
+
+    async def _request(
+        self, method: str, path: str, body: Any, version: str | None, sent: dict[str, str]
+    ) -> Response:
         data = b"" if body is None else json.dumps(body).encode()
         where = f"{method} {self.url}{path}"
         try:
             async with asyncio.timeout(self.timeout):
+                sent.update(await self._auth())
                 headers = {
                     "Host": self._host_header,
                     "Accept": "application/json",
                     "OpenStack-API-Version": f"placement {version or self.microversion}",
                     "User-Agent": "actorsched",
-                    **(await self._auth()),
+                    **sent,
                 }
                 if body is not None or method in ("PUT", "POST", "PATCH"):
                     headers["Content-Type"] = "application/json"
@@ -308,9 +329,6 @@ class PlacementClient:
             raise PlacementUnavailable(
                 f"Placement could not be reached for {where}: {exc or type(exc).__name__}"
             ) from exc
-        self.requests += 1
-        if self._on_response is not None:
-            await self._on_response(method, path, response.status)
         return response
 
     async def _connect(self) -> _Connection:

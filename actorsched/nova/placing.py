@@ -24,6 +24,11 @@ What the Nova endpoint does with ``[nova] placement_url`` (see
   from its compute node records); ``host_facts`` (``[nova]
   placement_host_facts``, a JSON file by node) adds them to each followed
   host's report, for ImagePropertiesFilter and ComputeCapabilitiesFilter.
+* **Authentication.** As Nova's own ``[placement]`` section says
+  (:class:`~.conf.PlacementAuth`): ``auth_type = password`` (Keystone v3) gets
+  a token from ``POST {auth_url}/v3/auth/tokens`` (:class:`KeystoneToken`),
+  sends it as ``X-Auth-Token``, takes a new one before it expires and when
+  Placement answers 401; otherwise ``[nova] placement_token`` is sent.
 * **Moves.** Nova's conductor moves the instance's source allocation to the
   migration's uuid before it asks; the instance's old claim is freed here
   (the migration's allocation, which the follower lists on the source, holds
@@ -40,6 +45,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +53,26 @@ from ..core.host_facts import FACT_FIELDS
 from ..errors import NoValidHost
 from ..models import HostReport, RequestSpec, Selection
 from ..scheduler import Scheduler
+from .conf import NovaConfigError, PlacementAuth
 from .placement import (
+    AuthHook,
     ClaimRefused,
     PlacementClaims,
     PlacementClient,
     PlacementError,
     PlacementFollower,
+    PlacementUnavailable,
     allocation_request,
+    token_auth,
 )
 
-__all__ = ["PlacedInstance", "PlacementLink", "load_host_facts"]
+__all__ = [
+    "KeystoneToken",
+    "PlacedInstance",
+    "PlacementLink",
+    "load_host_facts",
+    "placement_auth",
+]
 
 log = logging.getLogger("actorsched.nova.placement")
 
@@ -88,6 +104,134 @@ def load_host_facts(path: Path) -> dict[str, dict[str, Any]]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: host facts must be a JSON object of nodes")
     return _checked_facts(data)
+
+
+async def _no_headers() -> Mapping[str, str]:
+    return {}
+
+
+class KeystoneToken:
+    """An :data:`~.placement.AuthHook` of a Keystone v3 password authentication, from
+    nova.conf's ``[placement]`` (``auth_type = password``), as keystoneauth's
+    password plugin authenticates Nova to Placement.
+
+    ``POST {auth_url}/v3/auth/tokens`` with the user (``user_id``, or
+    ``username`` in its domain), the password and the scope (``project_id``,
+    or ``project_name`` in its domain, or ``system_scope``); the token is the
+    answer's ``X-Subject-Token``, sent as ``X-Auth-Token`` until
+    ``stale_seconds`` before its ``expires_at`` (keystoneauth's 30 s), then a
+    new one is taken. One authentication at a time: calls that find no valid
+    token wait for the one in flight. A 401 from Placement (a revoked token)
+    makes the client call :meth:`invalidate` and ask again with a new token.
+    Keystone unreachable is :class:`~.placement.PlacementUnavailable`; its
+    refusal (bad credentials, an unknown project) a
+    :class:`~.placement.PlacementError` naming the status and Keystone's
+    message, never the password.
+    """
+
+    def __init__(
+        self, auth: PlacementAuth, *, timeout: float = 10.0, stale_seconds: float = 30.0
+    ) -> None:
+        problem = auth.problem()
+        if problem or not auth.keystone:
+            raise NovaConfigError(
+                problem or f"[placement] auth_type = {auth.auth_type}: no Keystone"
+            )
+        url = auth.options["auth_url"].rstrip("/")
+        self.url = url if url.endswith("/v3") else f"{url}/v3"
+        self._body = {"auth": {"identity": _identity(auth), **_scope(auth)}}
+        self._keystone = PlacementClient(self.url, timeout=timeout, auth=_no_headers)
+        self.stale_seconds = stale_seconds
+        self._token: str | None = None
+        self.good_until = 0.0  # monotonic
+        self._lock = asyncio.Lock()
+        self.issued = 0  # tokens taken (for tests and metrics)
+        self.expires_at: datetime | None = None
+
+    async def __call__(self) -> Mapping[str, str]:
+        if self._token is None or time.monotonic() >= self.good_until:
+            async with self._lock:
+                if self._token is None or time.monotonic() >= self.good_until:
+                    await self._issue()
+        assert self._token is not None
+        return {"X-Auth-Token": self._token}
+
+    def invalidate(self, sent: Mapping[str, str]) -> None:
+        """Placement refused the token in ``sent``: take a new one next time (unless
+        another call already did)."""
+        if sent.get("X-Auth-Token") == self._token:
+            self._token = None
+
+    async def aclose(self) -> None:
+        await self._keystone.close()
+
+    async def _issue(self) -> None:
+        where = f"Keystone at {self.url}"
+        try:
+            response = await self._keystone.request("POST", "/auth/tokens", self._body)
+        except PlacementUnavailable as exc:
+            raise PlacementUnavailable(
+                f"{where} (nova.conf [placement] auth_url) could not give a token: {exc}"
+            ) from None
+        token = response.headers.get("x-subject-token")
+        if response.status != 201 or not token:
+            detail = ""
+            try:
+                error = response.json().get("error", {})
+                detail = f": {error.get('message') or error.get('title') or ''}"
+            except (ValueError, AttributeError):
+                pass
+            raise PlacementError(
+                f"{where} refused the credentials of nova.conf [placement] with "
+                f"{response.status}{detail}",
+                status=response.status,
+            )
+        expires = datetime.fromisoformat(response.json()["token"]["expires_at"])
+        if expires.tzinfo is None:
+            expires = expires.replace(tzinfo=UTC)
+        left = (expires - datetime.now(UTC)).total_seconds()
+        self._token = token
+        self.expires_at = expires
+        self.good_until = time.monotonic() + left - self.stale_seconds
+        self.issued += 1
+        log.info("Keystone token for Placement taken from %s, expires %s", self.url, expires)
+
+
+def _identity(auth: PlacementAuth) -> dict[str, Any]:
+    user: dict[str, Any] = {"password": auth.options["password"]}
+    if auth.get("user_id"):
+        user["id"] = auth.options["user_id"]
+    else:
+        user["name"] = auth.options["username"]
+        kind, value = auth.domain("user") or ("id", "default")
+        user["domain"] = {kind: value}
+    return {"methods": ["password"], "password": {"user": user}}
+
+
+def _scope(auth: PlacementAuth) -> dict[str, Any]:
+    if auth.get("project_id"):
+        return {"scope": {"project": {"id": auth.options["project_id"]}}}
+    if auth.get("project_name"):
+        kind, value = auth.domain("project") or ("id", "default")
+        return {
+            "scope": {"project": {"name": auth.options["project_name"], "domain": {kind: value}}}
+        }
+    if auth.get("system_scope"):
+        return {"scope": {"system": {auth.options["system_scope"]: True}}}
+    return {}  # unscoped, as the section asks
+
+
+def placement_auth(auth: PlacementAuth, token: str, *, timeout: float = 10.0) -> AuthHook:
+    """How to authenticate to Placement: Keystone when nova.conf's ``[placement]`` says
+    ``auth_type = password``, else ``token`` as ``X-Auth-Token`` (noauth2's
+    ``admin`` by default); :class:`~.conf.NovaConfigError` when the section asks
+    for what actorsched does not build, or lacks an option."""
+    problem = auth.problem()
+    if problem:
+        raise NovaConfigError(problem)
+    if auth.keystone:
+        return KeystoneToken(auth, timeout=timeout)
+    return token_auth(token)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,27 +35,38 @@ def placement_missing() -> str | None:
             f"Nova 34's venv is missing ({NOVA_PYTHON}): `make nova-venv` makes it "
             "(nova and openstack-placement); it could not be made here"
         )
+    failed = import_error(NOVA_PYTHON, ("placement.deploy",))
+    if failed:
+        return (
+            f"openstack-placement is not in Nova's venv ({NOVA_PYTHON}): `make nova-venv` "
+            f"installs it ({failed})"
+        )
+    return None
+
+
+def import_error(python: Path, modules: tuple[str, ...]) -> str | None:
+    """The last line of what ``python -c "import <modules>"`` says when it fails, or None."""
     probe = subprocess.run(
-        [str(NOVA_PYTHON), "-c", "import placement.deploy"],
+        [str(python), "-c", f"import {', '.join(modules)}"],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    if probe.returncode != 0:
-        return (
-            f"openstack-placement is not in Nova's venv ({NOVA_PYTHON}): `make nova-venv` "
-            f"installs it ({probe.stderr.strip().splitlines()[-1:]})"
-        )
-    return None
+    if probe.returncode == 0:
+        return None
+    return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
 
 
 class PlacementServer:
     """One ``placement_server.py`` process on 127.0.0.1, its database in ``state_dir``."""
 
-    def __init__(self, state_dir: Path, *, chunked: bool = False) -> None:
+    def __init__(
+        self, state_dir: Path, *, chunked: bool = False, keystone_url: str | None = None
+    ) -> None:
         self.state_dir = state_dir
         self.chunked = chunked
+        self.keystone_url = keystone_url
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._starts = 0
@@ -71,6 +82,7 @@ class PlacementServer:
         err = self.state_dir / f"stderr-{self._starts}.log"
         args = [str(NOVA_PYTHON), str(SERVER), "--state-dir", str(self.state_dir)]
         args += ["--port", str(self.port)] + (["--chunked"] if self.chunked else [])
+        args += ["--keystone-url", self.keystone_url] if self.keystone_url else []
         with out.open("wb") as stdout, err.open("wb") as stderr:
             self.process = subprocess.Popen(args, stdout=stdout, stderr=stderr)
         deadline = time.monotonic() + _START_TIMEOUT
@@ -115,9 +127,12 @@ class PlacementServer:
 
 
 @contextmanager
-def running_placement(state_dir: Path, *, chunked: bool = False) -> Iterator[PlacementServer]:
-    """A started :class:`PlacementServer`, stopped (or killed) afterwards."""
-    server = PlacementServer(state_dir, chunked=chunked)
+def running_placement(
+    state_dir: Path, *, chunked: bool = False, keystone_url: str | None = None
+) -> Iterator[PlacementServer]:
+    """A started :class:`PlacementServer` (behind ``keystone_url``'s Keystone when
+    given), stopped (or killed) afterwards."""
+    server = PlacementServer(state_dir, chunked=chunked, keystone_url=keystone_url)
     server.start()
     try:
         yield server

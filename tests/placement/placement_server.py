@@ -16,6 +16,9 @@ there); actorsched never imports it::
   the venv).
 * ``--chunked``: send every response body with ``Transfer-Encoding: chunked``
   instead of a ``Content-Length``.
+* ``--keystone-url URL``: ``auth_strategy = keystone``, Keystone's auth_token
+  middleware checking each token with the Keystone at ``URL``
+  (``keystone_server.py``), as its ``admin`` (``KEYSTONE_ADMIN_PASSWORD``).
 
 When it answers it prints one line to stdout, ``READY http://127.0.0.1:PORT``,
 and then runs until it is killed (SIGTERM or SIGINT end it cleanly).
@@ -57,18 +60,39 @@ _MAX_BODY = 64 * 1024 * 1024  # the largest request body accepted
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def make_app(database_url: str) -> WSGIApp:
-    """Placement's WSGI app on ``database_url``, its schema migrated (``db sync``)."""
+def make_app(database_url: str, keystone: str | None = None) -> WSGIApp:
+    """Placement's WSGI app on ``database_url``, its schema migrated (``db sync``);
+    behind Keystone's auth_token middleware when ``keystone`` (an auth URL) is given."""
     config = cfg.ConfigOpts()
     placement_conf.register_opts(config)
-    config.set_override("auth_strategy", "noauth2", group="api")
+    files = []
+    if keystone:
+        # [keystone_authtoken] as a deployment's placement.conf has it: every token is
+        # checked with Keystone, as the admin of keystone_server.py's bootstrap
+        conf = os.path.join(tempfile.mkdtemp(prefix="placement-conf-"), "placement.conf")
+        with open(conf, "w", encoding="utf-8") as file:
+            file.write(
+                "[keystone_authtoken]\n"
+                f"www_authenticate_uri = {keystone}\n"
+                f"auth_url = {keystone}\n"
+                "auth_type = password\n"
+                "username = admin\n"
+                f"password = {os.environ.get('KEYSTONE_ADMIN_PASSWORD', 's3cret')}\n"
+                "user_domain_name = Default\n"
+                "project_name = admin\n"
+                "project_domain_name = Default\n"
+                # no cache of checked tokens: a revoked one is refused at once
+                "token_cache_time = -1\n"
+            )
+        files.append(conf)
+    config.set_override("auth_strategy", "keystone" if keystone else "noauth2", group="api")
     config.set_override("connection", database_url, group="placement_database")
     # loadapp runs the migrations to head (placement-manage db sync) when set
     config.set_override("sync_on_startup", True, group="placement_database")
     if database_url.startswith("sqlite"):
         # a test database: no fsync per commit
         config.set_override("sqlite_synchronous", False, group="placement_database")
-    config([], project="placement", default_config_files=[])
+    config([], project="placement", default_config_files=files)
     db_api.configure(config)
     app: WSGIApp = deploy.loadapp(config)
     return app
@@ -160,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--state-dir")
     parser.add_argument("--database")
     parser.add_argument("--chunked", action="store_true")
+    parser.add_argument(
+        "--keystone-url",
+        help="check tokens with this Keystone (auth_strategy = keystone) instead of noauth2",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if args.database:
@@ -171,17 +199,26 @@ def main(argv: list[str] | None = None) -> None:
     handler = type(
         "Handler",
         (_Handler,),
-        {"app": make_app(url), "lock": threading.Lock(), "chunked": args.chunked},
+        {
+            "app": make_app(url, args.keystone_url),
+            "lock": threading.Lock(),
+            "chunked": args.chunked,
+        },
     )
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
     server.daemon_threads = True
+    serve_until_signalled(server, f"http://127.0.0.1:{server.server_address[1]}")
+
+
+def serve_until_signalled(server: Any, url: str) -> None:
+    """Print ``READY url`` and serve until SIGTERM or SIGINT (``keystone_server.py`` too)."""
 
     def stop(signum: int, frame: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"READY http://127.0.0.1:{server.server_address[1]}", flush=True)
+    print(f"READY {url}", flush=True)
     server.serve_forever(poll_interval=0.2)
     server.server_close()
 
