@@ -1,10 +1,16 @@
 """``actorsched report``: the host agent, publishing this machine's host reports.
 
 It reads the machine it runs on with psutil (memory, logical CPUs, the size
-of the file system at ``disk_path``) and, optionally, the instances running
-here (a JSON list from ``instances_file`` or printed by
-``instances_command``: objects with ``uuid`` and the instance's flavor,
-``memory_mb``, ``vcpus`` and ``disk_gb``), and sends a
+of the file system at ``disk_path``) and the instances running here, from
+exactly one source: a JSON list from ``instances_file`` or printed by
+``instances_command`` (objects with ``uuid`` and the instance's flavor,
+``memory_mb``, ``vcpus`` and ``disk_gb``: the one format), or libvirt's
+running domains at ``libvirt_uri`` (through ``virsh``: each domain's uuid,
+maximum memory and vCPUs; libvirt holds no flavor disk, so disk comes from
+the file system alone). Without a source it refuses to start, unless
+``no_instances`` says this host runs nothing actorsched placed: a report
+that lists nothing would make the scheduler drop every claim on the host
+after ``claim_timeout``. It sends a
 :class:`~actorsched.models.HostReport` every ``interval`` seconds with a
 rising generation, the zone and traits of its settings (``[agent]`` table,
 ``ACTORSCHED_<FIELD>`` or flags; see :mod:`actorsched.settings`).
@@ -20,8 +26,9 @@ When the instance list cannot be read, or would make an invalid report,
 that round sends no report (a report with an empty list would tell the
 scheduler that nothing runs here) and says why in one line; the agent goes
 on. Exit codes: 0 after ``rounds`` reports or SIGTERM/SIGINT, 1 when the
-broker stays unreachable, 2 for bad settings (a ``disk_path`` that is not a
-directory too).
+broker stays unreachable or ``rounds`` ended with no report sent, 2 for bad
+settings (a ``disk_path`` that is not a directory, no instance source or
+more than one, too).
 """
 
 from __future__ import annotations
@@ -121,6 +128,8 @@ def read_instances(agent: AgentSettings) -> Listed | None:
         except OSError as exc:
             raise InstancesUnreadable(f"instances file {path}: {exc.strerror or exc}") from None
         origin = f"instances file {path}"
+    elif agent.libvirt_uri is not None:
+        return _libvirt_instances(agent.libvirt_uri, max(1.0, agent.interval))
     elif agent.instances_command is not None:
         origin = f"instances command {agent.instances_command!r}"
         try:
@@ -143,6 +152,78 @@ def read_instances(agent: AgentSettings) -> Listed | None:
     if len(data) > MAX_INSTANCES_BYTES:
         raise InstancesUnreadable(f"{origin} is over {MAX_INSTANCES_BYTES} bytes")
     return _parse_instances(data.decode(errors="replace"), origin)
+
+
+def _virsh(uri: str, args: list[str], timeout: float) -> str:
+    origin = f"libvirt at {uri}"
+    try:
+        done = subprocess.run(
+            ["virsh", "--quiet", "-c", uri, *args],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise InstancesUnreadable(
+            f"{origin}: no virsh on PATH (Debian: apt-get install libvirt-clients)"
+        ) from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstancesUnreadable(f"{origin}: {exc}") from None
+    if done.returncode != 0:
+        err = done.stderr.decode(errors="replace").strip().splitlines()
+        raise InstancesUnreadable(
+            f"{origin}: virsh {args[0]} exited {done.returncode}: {err[-1] if err else ''}"
+        )
+    if len(done.stdout) > MAX_INSTANCES_BYTES:
+        raise InstancesUnreadable(
+            f"{origin}: virsh {args[0]} printed over {MAX_INSTANCES_BYTES} bytes"
+        )
+    return done.stdout.decode(errors="replace")
+
+
+def _libvirt_instances(uri: str, timeout: float) -> Listed:
+    """The running domains at ``uri``: their uuids, maximum memory and vCPUs."""
+    uuids = _virsh(uri, ["list", "--uuid", "--state-running"], timeout).split()
+    memory_mb = vcpus = 0
+    for uuid in uuids:
+        info: dict[str, str] = {}
+        for line in _virsh(uri, ["dominfo", uuid], timeout).splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                info[key.strip()] = value.strip()
+        try:
+            memory_mb += int(info["Max memory"].split()[0]) // 1024  # KiB
+            vcpus += int(info["CPU(s)"])
+        except (KeyError, ValueError, IndexError):
+            raise InstancesUnreadable(
+                f"libvirt at {uri}: dominfo of {uuid} has no Max memory and CPU(s)"
+            ) from None
+    return Listed(uuids, memory_mb, vcpus, 0)
+
+
+def instance_source_problem(agent: AgentSettings) -> str | None:
+    """Why ``agent`` cannot start for want of exactly one instance source (None: it can)."""
+    named = [
+        name
+        for name, value in (
+            ("--instances-file", agent.instances_file),
+            ("--instances-command", agent.instances_command),
+            ("--libvirt-uri", agent.libvirt_uri),
+        )
+        if value is not None
+    ]
+    if agent.no_instances:
+        named.append("--no-instances")
+    if len(named) == 1:
+        return None
+    if not named:
+        return (
+            "no instance source: give --instances-file, --instances-command or --libvirt-uri "
+            "(or [agent] in the settings file), or --no-instances for a host that runs nothing "
+            "actorsched placed; a report listing nothing would make the scheduler drop every "
+            "claim on this host"
+        )
+    return f"one instance source, not {len(named)}: {', '.join(named)}"
 
 
 def measure(agent: AgentSettings, generation: int) -> HostReport:
@@ -195,6 +276,9 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
             f"setting disk_path={agent.disk_path} (from "
             f"{chosen.sources.get('agent.disk_path', 'default')}): not a directory"
         )
+    problem = instance_source_problem(agent)
+    if problem is not None:
+        raise settings.SettingsError(problem)
     client = SchedulerClient(service.amqp_url, queue=service.queue, batch=False)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + service.connect_timeout
@@ -215,6 +299,7 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
                 return 0
     generation = 0
     rounds = 0
+    sent = 0
     try:
         while agent.rounds is None or rounds < agent.rounds:
             rounds += 1
@@ -227,6 +312,7 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
             except (SchedulerError, TimeoutError) as exc:
                 log.error("report of %s not delivered this round: %s", agent.host, exc)
             else:
+                sent += 1
                 log.info(
                     "report of %s sent (generation %d, %d instances): %s",
                     report.host,
@@ -243,6 +329,9 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
                 pass
     finally:
         await client.close()
+    if agent.rounds is not None and sent == 0:
+        log.error("%d round(s) and no report sent", rounds)
+        return 1
     return 0
 
 

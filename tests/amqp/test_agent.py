@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -92,7 +93,8 @@ async def test_an_unreadable_instance_list_sends_no_report_and_the_agent_goes_on
         (first,) = (await stack.scheduler.host_states()).values()
         instances.write_text("[vm-a")  # damaged: not JSON
         with caplog.at_level(logging.ERROR, logger="actorsched.agent"):
-            assert await agent.run(_settings(stack.queue, *common, "--rounds", "2")) == 0
+            # rounds that sent nothing: exit 1, so a one-shot run can tell
+            assert await agent.run(_settings(stack.queue, *common, "--rounds", "2")) == 1
         (after,) = (await stack.scheduler.host_states()).values()
     # no report replaced the one listing vm-a: an empty list would have dropped it
     assert after.generation == first.generation
@@ -161,3 +163,51 @@ def test_the_instance_list_may_come_from_a_command(tmp_path: Path) -> None:
     failing = AgentSettings(instances_command=f"{sys.executable} -c 'raise SystemExit(3)'")
     with pytest.raises(agent.InstancesUnreadable, match="exited 3"):
         agent.read_instances(failing)
+
+
+async def test_without_an_instance_source_the_agent_refuses_to_start(tmp_path: Path) -> None:
+    common = ["--host", "h", "--disk-path", str(tmp_path), "--rounds", "1"]
+    with pytest.raises(SettingsError, match="no instance source: give --instances-file"):
+        await agent.run(_settings("nobody", *common))
+    with pytest.raises(SettingsError, match="one instance source, not 2: --libvirt-uri, --no"):
+        await agent.run(
+            _settings("nobody", *common, "--libvirt-uri", "test:///default", "--no-instances")
+        )
+
+
+async def test_no_instances_reports_a_host_that_runs_nothing(tmp_path: Path) -> None:
+    async with running_stack() as stack:
+        common = ["--host", "empty", "--disk-path", str(tmp_path), "--no-instances"]
+        assert await agent.run(_settings(stack.queue, *common, "--rounds", "1")) == 0
+        state = (await stack.scheduler.host_states())["empty"]
+    assert state.num_instances == 0
+
+
+@pytest.mark.skipif(shutil.which("virsh") is None, reason="no virsh (Debian: libvirt-clients)")
+async def test_the_instances_come_from_libvirts_test_driver(tmp_path: Path) -> None:
+    # libvirt's own test driver: one running domain "test", 8 GiB maximum, 2 vCPUs
+    async with running_stack() as stack:
+        common = ["--host", "kvm-1", "--disk-path", str(tmp_path)]
+        uri = ["--libvirt-uri", "test:///default", "--rounds", "1"]
+        assert await agent.run(_settings(stack.queue, *common, *uri)) == 0
+        state = (await stack.scheduler.host_states())["kvm-1"]
+        located = await stack.scheduler.where("6695eb01-f6a4-8304-79aa-97f2502e193f")
+    assert state.num_instances == 1
+    assert state.vcpus_used == 2
+    assert located.host == "kvm-1"
+    assert located.reported
+    listed = agent.read_instances(_settings("q", *common, *uri).agent)
+    assert listed is not None
+    assert (listed.memory_mb, listed.vcpus, listed.disk_gb) == (8192, 2, 0)
+
+
+def test_an_unreachable_libvirt_is_named(tmp_path: Path) -> None:
+    if shutil.which("virsh") is None:
+        pytest.skip("no virsh (Debian: libvirt-clients)")
+    chosen = _settings(
+        "q", "--disk-path", str(tmp_path), "--libvirt-uri", "test:///nonexistent.xml"
+    )
+    with pytest.raises(
+        agent.InstancesUnreadable, match=r"libvirt at test:///nonexistent.xml: virsh list exited 1"
+    ):
+        agent.read_instances(chosen.agent)
