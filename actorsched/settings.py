@@ -187,10 +187,6 @@ class AgentSettings(BaseModel):
     libvirt_uri: str | None = Field(None, min_length=1)
     # or none: a host that runs nothing actorsched placed (reports 0 instances)
     no_instances: bool = False
-    # or the running domains of libvirt at this URI (qemu:///system), through virsh
-    libvirt_uri: str | None = Field(None, min_length=1)
-    # or none: a host that runs nothing actorsched placed (reports 0 instances)
-    no_instances: bool = False
 
 
 def _uuid(value: str) -> str:
@@ -423,13 +419,6 @@ FLAGS: tuple[Flag, ...] = (
     Flag("agent", "memory_mb_reserved", "memory kept for the host"),
     Flag("agent", "instances_file", "a JSON list of the instances here"),
     Flag("agent", "instances_command", "a command printing that list"),
-    Flag("agent", "libvirt_uri", "read the running instances from libvirt here (virsh)"),
-    Flag(
-        "agent",
-        "no_instances",
-        "this host runs nothing actorsched placed: report 0 instances, no source needed",
-        kind="switch",
-    ),
     Flag("agent", "libvirt_uri", "read the running instances from libvirt here (virsh)"),
     Flag(
         "agent",
