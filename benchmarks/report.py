@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TARGETS_HOSTS", "evaluate_targets", "format_summary"]
+__all__ = ["TARGETS_HOSTS", "evaluate_targets", "format_nova_boots", "format_summary"]
 
 TARGETS_HOSTS = 10_000
 BIG_HOSTS = 100_000
@@ -404,6 +404,9 @@ def format_summary(results: dict[str, Any]) -> str:
     realistic = results.get("realistic")
     if realistic:
         out.extend(_format_realistic(realistic))
+    boots = results.get("nova_boots")
+    if boots:
+        out.extend(format_nova_boots(boots))
     for note in results.get("notes", []):
         out.append(f"note: {note}")
     out.append("")
@@ -450,4 +453,34 @@ def _format_realistic(realistic: dict[str, Any]) -> list[str]:
             f"actorsched {ours['requests']:,}, {ours['placed']:,}, {ours['no_valid_host']:,} "
             f"({ours['requests_per_s']:,.0f}/s)"
         )
+    return out
+
+
+def format_nova_boots(boots: dict[str, Any]) -> list[str]:
+    """Boots through Nova's functional environment, Nova's scheduler beside actorsched."""
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    out = [
+        "",
+        f"Nova 34's functional environment, {boots['servers']} servers booted at once on "
+        f"{boots['computes']} fake computes (benchmarks/nova_boots.py):",
+        f"{'scheduler':<18}{'boots/s':>9}{'sched share':>13}{'sched p50 s':>13}"
+        f"{'boot mean s':>13}{'wall s':>8}{'ACTIVE':>8}{'NoValidHost':>13}{'checks':>8}",
+    ]
+    for name, key in (("Nova's scheduler", "nova"), ("actorsched", "actorsched")):
+        f = boots[key]
+        out.append(
+            f"{name:<18}{_fmt(f['boots_per_second']):>9}"
+            f"{pct(f['scheduler_share_of_boot']):>13}"
+            f"{_fmt(f['select_destinations_seconds_p50']):>13}"
+            f"{_fmt(f['boot_seconds_mean']):>13}{_fmt(f['wall_seconds']):>8}"
+            f"{'-' if f['active'] is None else f['active']:>8}"
+            f"{'-' if f['no_valid_host'] is None else f['no_valid_host']:>13}"
+            f"{'pass' if f['ok'] else 'FAIL':>8}"
+        )
+    ratio = boots.get("boots_per_second_ratio")
+    if ratio:
+        out.append(f"boots/s, actorsched / Nova's scheduler: {ratio:.2f}x")
     return out

@@ -15,7 +15,11 @@ What one run measures, on the same hosts and requests for every scheduler:
 * the realistic mix (:mod:`benchmarks.realistic`): requests/s filling an
   empty cluster to 90 % beside the plain workload's figure, and real
   OpenStack Nova's scheduler code on the same events when ``make nova-venv``
-  has made its venv (:mod:`benchmarks.realbench`).
+  has made its venv (:mod:`benchmarks.realbench`);
+* boots through Nova 34's own functional environment (API, conductor, 20 fake
+  computes, Placement, the broker), with Nova's scheduler and with actorsched
+  side by side: boots/s and the scheduler's share of a boot, from the two runs'
+  RESULT documents (:mod:`benchmarks.nova_boots`; not in ``--quick``).
 
 It prints a progress bar on stderr, a summary with PASS/FAIL per target on
 stdout, and writes a JSON file and PNG plots (``--out``). Every figure is a
@@ -51,7 +55,7 @@ from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler
 from actorsched.amqp.service import DEFAULT_URL as DEFAULT_AMQP_URL
 from actorsched.core import SchedulerCore
 
-from . import integrations, nova_endpoint
+from . import integrations, nova_boots, nova_endpoint
 from .failover import failover
 from .hostile import body_flood, trait_flood
 from .measure import (
@@ -190,6 +194,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nova-budget", type=float, default=None, help="seconds real Nova gets per host count (60)"
     )
     parser.add_argument("--no-nova", action="store_true", help="skip real Nova")
+    parser.add_argument(
+        "--no-nova-boots",
+        action="store_true",
+        help="skip the boots through Nova's functional environment (about 5 minutes; "
+        "never in --quick)",
+    )
 
 
 @dataclass(slots=True)
@@ -463,6 +473,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_journal else 1
     n += 0 if args.no_amqp else 2
     n += 0 if args.no_amqp or args.no_nova else 1
+    n += 0 if _skip_nova_boots(args) else 1
     n += 0 if args.no_failover else 1
     n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
@@ -470,6 +481,11 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_waiting else 1
     n += 0 if args.no_preemption else 1
     return n
+
+
+def _skip_nova_boots(args: argparse.Namespace) -> bool:
+    """Nova's functional environment needs the broker and Nova's venv, and 5 minutes."""
+    return bool(args.no_amqp or args.no_nova or args.no_nova_boots or args.quick)
 
 
 def _pick_concurrency(concurrency: list[int], want: int) -> int:
@@ -593,6 +609,15 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                 "the Nova endpoint",
                 notes,
                 nova_endpoint.run(hosts, callers, calls, nova_python=args.nova_python),
+            )
+            progress.advance()
+
+        if not _skip_nova_boots(args):
+            progress.step(
+                "boots through Nova 34's functional environment: Nova's scheduler, then actorsched"
+            )
+            results["nova_boots"] = await _optional(
+                "Nova boots", notes, nova_boots.boots(args.nova_python, notes)
             )
             progress.advance()
 
