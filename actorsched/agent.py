@@ -65,6 +65,8 @@ _MB = 2**20
 _GB = 2**30
 # bound what an instance list may be: a runaway command must not fill the agent
 MAX_INSTANCES_BYTES = 16 * _MB
+# seconds between the INFO lines that say reports are being sent
+_LINE_EVERY = 60.0
 
 
 class InstancesUnreadable(Exception):
@@ -300,6 +302,7 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
     generation = 0
     rounds = 0
     sent = 0
+    next_line = loop.time()
     try:
         while agent.rounds is None or rounds < agent.rounds:
             rounds += 1
@@ -313,12 +316,19 @@ async def run(chosen: settings.Settings, stop: asyncio.Event | None = None) -> i
                 log.error("report of %s not delivered this round: %s", agent.host, exc)
             else:
                 sent += 1
-                log.info(
-                    "report of %s sent (generation %d, %d instances): %s",
+                # one INFO line a minute (and the first), not one per report
+                now = loop.time()
+                level = logging.INFO if now >= next_line else logging.DEBUG
+                if level == logging.INFO:
+                    next_line = now + _LINE_EVERY
+                log.log(
+                    level,
+                    "report of %s sent (generation %d, %d instances): %s; %d sent so far",
                     report.host,
                     generation,
                     len(report.instances),
                     "applied" if applied else "not newer than the last one, ignored",
+                    sent,
                 )
             if agent.rounds is not None and rounds >= agent.rounds:
                 break

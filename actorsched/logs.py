@@ -7,6 +7,7 @@ decision's ``instance_uuid`` and ``host``) for log pipelines.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import sys
@@ -42,6 +43,10 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
+            # RFC 3339 in UTC, to the microsecond, and the same instant as a number
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="microseconds"
+            ),
             "ts": round(record.created, 6),
             "level": record.levelname,
             "logger": record.name,

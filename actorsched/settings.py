@@ -474,7 +474,24 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[str] = SERV
             )
         else:
             metavar = "A,B,..." if flag.kind == "list" else _metavar(flag.field)
-            parser.add_argument(flag.option, dest=_dest(flag), metavar=metavar, help=flag.help)
+            parser.add_argument(
+                flag.option, dest=_dest(flag), metavar=metavar, help=_with_default(flag)
+            )
+
+
+def _with_default(flag: Flag) -> str:
+    """A flag's help with its field's default, unless the help already says one."""
+    if "default" in flag.help:
+        return flag.help
+    field = _MODELS[flag.section].model_fields[flag.field]
+    if field.default_factory is not None:
+        return flag.help  # computed at run time (this machine's name, the state directory)
+    value = field.default
+    if value is None:
+        return f"{flag.help} (default: none)"
+    if isinstance(value, list | tuple):
+        value = ",".join(map(str, value)) or "none"
+    return f"{flag.help} (default: {value})".replace("%", "%%")  # argparse formats help
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import re
@@ -162,6 +163,11 @@ def test_the_json_log_format_carries_a_decisions_fields() -> None:
     assert line["level"] == "INFO"
     assert line["host"] == "h1"
     assert line["alternates"] == ["h2"]
+    # RFC 3339, UTC, the same instant as ts
+    when = datetime.datetime.fromisoformat(line["time"])
+    assert when.utcoffset() == datetime.timedelta(0)
+    assert line["time"].endswith("+00:00")
+    assert abs(when.timestamp() - line["ts"]) < 1e-5
 
 
 def test_the_operating_page_lists_every_metric_serve_exposes() -> None:

@@ -467,3 +467,13 @@ def test_an_actorsched_variable_that_names_no_setting_is_named_at_start(
         chosen.warn_unknown_env(logging.getLogger("actorsched.test"))
     (line,) = [r.getMessage() for r in caplog.records]
     assert "ACTORSCHED_NOVA_PLACEMENT_URLL, ACTORSCHED_RAM_ALLOCATON_RATIO name no setting" in line
+
+
+def test_help_shows_each_flags_default() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert "request queue to consume (default: actorsched.requests)" in text
+    assert "(default: 5.0)" in text  # commit_timeout
+    assert "seconds a journal commit may take" in text
+    assert "(default: none)" in text  # prefetch: none given

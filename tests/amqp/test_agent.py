@@ -211,3 +211,16 @@ def test_an_unreachable_libvirt_is_named(tmp_path: Path) -> None:
         agent.InstancesUnreadable, match=r"libvirt at test:///nonexistent.xml: virsh list exited 1"
     ):
         agent.read_instances(chosen.agent)
+
+
+async def test_the_agent_says_it_is_reporting_once_a_minute_not_once_a_report(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_stack() as stack:
+        common = ["--host", "quiet", "--disk-path", str(tmp_path), "--no-instances"]
+        with caplog.at_level(logging.DEBUG, logger="actorsched.agent"):
+            assert await agent.run(_settings(stack.queue, *common, "--rounds", "4")) == 0
+    sent = [r for r in caplog.records if r.getMessage().startswith("report of quiet sent")]
+    assert len(sent) == 4
+    assert [r.levelno for r in sent] == [logging.INFO] + [logging.DEBUG] * 3
+    assert sent[-1].getMessage().endswith("4 sent so far")
