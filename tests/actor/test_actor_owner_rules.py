@@ -1,0 +1,116 @@
+"""Rules of the owner (``actorsched.actor.Owner``) no other test pinned (issue 31):
+its counters, the name of its task, the logger it reports under, and which
+answers count as freeing room for the requests that wait."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from conftest import make_core, make_report, make_spec, until_pending
+
+from actorsched import MailboxFull, NoValidHost, Scheduler, SchedulerConfig
+from actorsched.actor import Envelope, Owner
+from actorsched.core import Release, SelectDestinations, UpdateHost
+
+TIMEOUT = 10.0  # no test here comes near it: hitting it means a caller hung
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+async def test_the_owner_counts_what_it_handled_failed_and_refused() -> None:
+    # Owner.stats: every send refused with MailboxFull is one more ``refused``;
+    # each message applied one more ``handled``, a failed one one more ``failed``.
+    core = make_core()
+    owner = Owner(core, mailbox_size=1, max_batch=4, clock=Clock(), max_waiting=0)
+    owner.start()
+    try:
+        first = owner.ask(UpdateHost(make_report("h1")))  # the mailbox's one place
+        for _ in range(3):
+            with pytest.raises(MailboxFull):
+                owner.ask(UpdateHost(make_report("h2")))
+        assert owner.stats.refused == 3
+        assert await asyncio.wait_for(first, TIMEOUT) is True
+        with pytest.raises(NoValidHost):  # 8 GB fits nowhere: a failed message
+            await asyncio.wait_for(
+                owner.ask(SelectDestinations(make_spec("vm", memory_mb=8192))), TIMEOUT
+            )
+        assert owner.stats.refused == 3
+        assert owner.stats.handled == 2
+        assert owner.stats.failed == 1
+        assert owner.stats.batches == 2
+    finally:
+        await asyncio.wait_for(owner.stop(), TIMEOUT)
+
+
+async def test_the_owner_task_goes_by_its_name() -> None:
+    # A task dump (asyncio.all_tasks, a debugger, aiomonitor) shows the owner
+    # as "actorsched-owner".
+    async with Scheduler(SchedulerConfig(seed=0)):
+        names = {task.get_name() for task in asyncio.all_tasks()}
+        assert "actorsched-owner" in names
+
+
+async def test_a_failing_batch_observer_is_logged_under_the_actor_logger_and_switched_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The observer (metrics) never stops the owner: its first error is logged
+    # under "actorsched.actor" (a logging configuration names it) and it is
+    # not called again.
+    calls: list[int] = []
+
+    def observer(batch: list[Envelope], commit_seconds: float | None) -> None:
+        calls.append(len(batch))
+        raise RuntimeError("broken metrics")
+
+    owner = Owner(make_core(), mailbox_size=4, max_batch=4, clock=Clock(), observer=observer)
+    owner.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="actorsched.actor"):
+            assert await asyncio.wait_for(owner.ask(UpdateHost(make_report("h1"))), TIMEOUT)
+            assert await asyncio.wait_for(owner.ask(UpdateHost(make_report("h2"))), TIMEOUT)
+        assert calls == [1]
+        assert owner.observer is None
+        failed = [r for r in caplog.records if "batch observer failed" in r.getMessage()]
+        assert [r.name for r in failed] == ["actorsched.actor"]
+    finally:
+        await asyncio.wait_for(owner.stop(), TIMEOUT)
+
+
+async def test_a_call_that_changed_nothing_does_not_retry_the_waiting_requests() -> None:
+    # White-box (a cost rule): a release of an unknown instance answers False,
+    # frees nothing, and must not send every waiting request through the
+    # ranking again; a release that frees room does retry it, and places it.
+    async with Scheduler(SchedulerConfig(seed=0)) as s:
+        await s.update_host(make_report("h1", memory_mb=1024))
+        await s.select_destinations(make_spec("first", memory_mb=1024))
+        tried: list[str] = []
+        select = s.core.select_destinations
+
+        def counting(spec: Any, now: float, *args: Any, **kwargs: Any) -> Any:
+            tried.append(spec.instance_uuids[0])
+            return select(spec, now, *args, **kwargs)
+
+        s.core.select_destinations = counting  # type: ignore[method-assign]
+        waiter = asyncio.create_task(
+            s.select_destinations(make_spec("vm", memory_mb=1024), wait=TIMEOUT)
+        )
+        await until_pending(s, 1)
+        tried.clear()
+        assert await s.release("nobody") is False
+        assert await s.submit(Release("nobody-either")) is False
+        assert tried == []
+        assert s.pending_requests == 1
+        assert await s.release("first") is True
+        async with asyncio.timeout(TIMEOUT):
+            assert [sel.host for sel in await waiter] == ["h1"]
+        assert tried == ["vm"]
