@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -369,6 +370,9 @@ async def _run(args: argparse.Namespace) -> int:
     for title, hosts, creates, n_reports in scenarios:
         results = []
         for name, make in schedulers:
+            # progress on stderr while a run goes (the tables are stdout's)
+            began = time.perf_counter()
+            print(f"  {title.split(':')[0]}: {name} ...", end="", file=sys.stderr, flush=True)
             result = await run_scenario(
                 name,
                 make,
@@ -380,6 +384,7 @@ async def _run(args: argparse.Namespace) -> int:
                 seed=args.seed,
             )
             results.append(result)
+            print(f" {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
             if name == "actorsched" and (
                 result.hosts_over_capacity or result.lowest_free_ram_mb < 0
             ):

@@ -270,6 +270,11 @@ def plan_main(args: argparse.Namespace) -> int:
             rows = [[c.host, *(f"{c.weights.get(n, 0.0):.3f}" for n in names), f"{c.total:.3f}"]
                     for c in instance.candidates]  # fmt: skip
             print(render_table(["HOST", *names, "TOTAL"], rows))
+            if len(instance.candidates) < instance.passing_hosts:
+                print(
+                    f"(the {len(instance.candidates)} best of {instance.passing_hosts} passing "
+                    "hosts: the chosen one and its alternates, as max_attempts keeps them)"
+                )
         if instance.alternates:
             print(f"alternates: {', '.join(instance.alternates)}")
         if instance.preempted:

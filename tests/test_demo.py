@@ -32,8 +32,14 @@ def test_demo_shows_overcommit_for_the_unsynchronized_manager_only(
 ) -> None:
     argv = ["demo", "--hosts", "40", "--requests", "240", "--single-host-requests", "40"]
     code = main([*argv, "--concurrency", "16", "--reports", "60", "--seed", "1"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0, out
+    # progress while it runs, one line per scheduler and scenario, on stderr
+    progress = [line for line in captured.err.splitlines() if line.startswith("  Scenario")]
+    assert len(progress) == 6, captured.err
+    assert progress[0].startswith("  Scenario 1: unsynchronized (Nova 2015) ... ")
+    assert progress[-1].endswith(" s")
     tables = parse_tables(out)
     assert len(tables) == 2, out
     names = ["unsynchronized (Nova 2015)", "locked (Nova 2016)", "actorsched"]

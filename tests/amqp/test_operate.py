@@ -152,4 +152,10 @@ async def test_plan_takes_the_request_as_flags() -> None:
         code, out, _ = await _cli("plan", "--vcpus", "2", "--memory", "9000", *where)
         assert code == 1
         assert "no valid host" in out
+        for name in ("h2", "h3", "h4", "h5"):
+            await stack.client.update_host(host_report(name, memory_mb=8192))
+        code, out, err = await _cli("plan", "--vcpus", "1", "--memory", "512", *where)
+        assert code == 0, err
+        # the table lists max_attempts (3) of the 5 passing hosts, and says so
+        assert "(the 3 best of 5 passing hosts" in out
         assert (await stack.scheduler.claims()).claims == [], "a plan claims nothing"
