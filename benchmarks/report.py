@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .auth_cost import share_of_a_placement
+
 __all__ = ["TARGETS_HOSTS", "evaluate_targets", "format_nova_boots", "format_summary"]
 
 TARGETS_HOSTS = 10_000
@@ -134,6 +136,20 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             amqp["placements_per_s"] if amqp else None,
             amqp["placements_per_s"] >= 3_000 if amqp else None,
             _amqp_detail(amqp) if amqp else "",
+        )
+    )
+    cost = results.get("auth_cost")
+    share = share_of_a_placement(cost, amqp["placements_per_s"] if amqp else None) if cost else None
+    rows.append(
+        _target(
+            "authorization check, share of an AMQP placement",
+            "<= 5 %",
+            None if share is None else share * 100,
+            None if share is None else share <= 0.05,
+            f"+{cost['added_us_per_message']:.1f} us per message (role, cap, scope, owner), "
+            "against the same loop without it, in this process"
+            if cost
+            else "",
         )
     )
     journal = results.get("journal")

@@ -56,6 +56,7 @@ from actorsched.amqp.service import DEFAULT_URL as DEFAULT_AMQP_URL
 from actorsched.core import SchedulerCore
 
 from . import integrations, nova_boots, nova_endpoint
+from .auth_cost import auth_cost
 from .failover import failover
 from .hostile import body_flood, trait_flood
 from .measure import (
@@ -621,6 +622,8 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
             )
             progress.advance()
 
+        # what serve's authorization adds to each message (in-process pairs, no broker)
+        results["auth_cost"] = auth_cost(5_000 if args.quick else 20_000)
         if not args.no_amqp:
             progress.step("AMQP end to end, 64 callers on one shared SchedulerClient")
             results["amqp"] = await _optional(

@@ -97,9 +97,20 @@ def test_targets_have_a_verdict_each(results: dict[str, object]) -> None:
     targets = results["targets"]
     assert isinstance(targets, list)
     # the core and journal issues', fail-over, stall, two floods, the realistic mix's two,
-    # the waiting requests' wake-up, the preempting placements' p99
-    assert len(targets) == 16
+    # the waiting requests' wake-up, the preempting placements' p99, the authorization's cost
+    assert len(targets) == 17
     assert {t["status"] for t in targets} <= {"PASS", "FAIL", "n/a"}
+
+
+def test_the_authorization_cost_is_measured(results: dict[str, object]) -> None:
+    cost = results["auth_cost"]
+    assert isinstance(cost, dict), cost
+    assert cost["checked_us_per_message"] > cost["plain_us_per_message"] > 0
+    assert cost["added_us_per_message"] > 0
+    targets = results["targets"]
+    assert isinstance(targets, list)
+    (target,) = [t for t in targets if t["target"].startswith("authorization")]
+    assert target["status"] in ("PASS", "FAIL", "n/a")
 
 
 def test_waiting_bench_ran(results: dict[str, object]) -> None:
