@@ -7,16 +7,28 @@ slots."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import pytest
 from conftest import make_config, make_core, make_report, make_spec, ram_only_config
 
-from actorsched import Destination, HostReport, NoValidHost
+from actorsched import (
+    Destination,
+    HostReport,
+    InvalidRequest,
+    NoValidHost,
+    Selection,
+    ServerGroup,
+)
 from actorsched.core import COMMANDS, SchedulerCore
 from actorsched.core.image import capture
+from actorsched.core.ledger import request_fingerprint
+from actorsched.core.ranking import _span
 from actorsched.journal.snapshot import encode, restore
 from actorsched.models import Units
+from actorsched.nova.conf import weight_setting
 
 # -- the tenant request filter ------------------------------------------------------
 
@@ -81,6 +93,59 @@ def test_a_move_without_a_spec_drops_the_requested_destination() -> None:
     spec = make_spec("vm-a", requested_destination=Destination(host="h1"))
     assert core.select_destinations(spec, 1.0)[0].host == "h1"
     assert core.move("vm-a", "mig-1", None, 2.0).host == "h2"
+
+
+def test_the_fingerprint_of_a_request_counts_its_groups_hosts_in_canonical_json() -> None:
+    # The fingerprint is json.dumps' text (sorted keys, no spaces): a journal
+    # keeps it and a reschedule reads its group back from it. A group's hosts
+    # count as a multiset (each entry a member): their order does not matter,
+    # a host listed twice does.
+    def group(*hosts: str) -> ServerGroup:
+        return ServerGroup(id="g1", policy="anti-affinity", hosts=list(hosts))
+
+    text = request_fingerprint(make_spec("vm-1", group=group("h2", "h1", "h2")))
+    assert json.loads(text)["group_hosts"] == ["h1", "h2", "h2"]
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    assert text == request_fingerprint(make_spec("vm-1", group=group("h2", "h2", "h1")))
+    assert text != request_fingerprint(make_spec("vm-1", group=group("h1", "h2")))
+
+
+def test_a_long_list_of_group_hosts_counts_by_a_digest_in_valid_json() -> None:
+    # Past 128 characters a group's hosts count by a digest of their sorted
+    # list (its JSON text's SHA-256, 32 hex digits: journals keep fingerprints,
+    # so the text must not change): the fingerprint stays JSON, and two long
+    # lists that differ in one member differ.
+    many = [f"compute-{i:03d}" for i in range(40)]
+
+    def fingerprint(hosts: list[str]) -> Any:
+        group = ServerGroup(id="g1", policy="anti-affinity", hosts=hosts)
+        return json.loads(request_fingerprint(make_spec("vm-1", group=group)))
+
+    digest = fingerprint(many)["group_hosts"]
+    listed = json.dumps(sorted(many), separators=(",", ":"))
+    assert digest == "sha256:" + hashlib.sha256(listed.encode()).hexdigest()[:32]
+    assert fingerprint(list(reversed(many)))["group_hosts"] == digest
+    assert fingerprint([*many[:-1], "compute-999"])["group_hosts"] != digest
+
+
+def test_a_replayed_move_places_on_its_recorded_host_or_is_refused_when_it_is_gone() -> None:
+    # A move given the selection it made (journal replay, placed=): the
+    # instance is claimed on that host; a host no longer known refuses the move
+    # with InvalidRequest and leaves the instance's claim as it was.
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    core.select_destinations(make_spec("vm-a"), 1.0)
+    core.select_destinations(make_spec("vm-b"), 1.0)
+    before = core.digest()
+    gone = Selection(instance_uuid="vm-b", host="h9")
+    with pytest.raises(InvalidRequest, match="is gone"):
+        core.move("vm-b", "mig-0", None, 2.0, placed=gone)
+    assert core.digest() == before
+    target = "h2" if core.claims()["vm-a"][0] == "h1" else "h1"
+    placed = Selection(instance_uuid="vm-a", host=target)
+    assert core.move("vm-a", "mig-1", None, 2.0, placed=placed).host == target
+    assert core.claims()["vm-a"] == (target, False)
 
 
 # -- update_hosts: the batch path -------------------------------------------------------
@@ -212,3 +277,61 @@ def test_every_command_is_a_frozen_slotted_message() -> None:
         assert "__slots__" in vars(command), command.__name__
         assert command.__dataclass_params__.frozen, command.__name__  # type: ignore[attr-defined]
         assert "__dict__" not in dir(command), command.__name__
+
+
+# -- the ranking ------------------------------------------------------------------------
+
+
+def test_a_weigher_normalizes_over_the_passing_hosts_when_its_lowest_host_fails() -> None:
+    # Nova normalizes each weigher over the hosts that passed the filters. h-x,
+    # over-committed (-3 vCPUs free), fails the request: the CPU weigher's low
+    # end is its floor 0 (Nova 18: min(0, lowest passing)), not h-x's -3. RAM
+    # (0..4000): a 1, b 0.5, c 0.95; CPU (0..9): a 0.67, b 1, c 0.44: a, b, c.
+    # From -3 the CPU weights would be a 0.75, b 1, c 0.58: a, c, b.
+    config = make_config(cpu_allocation_ratio=1.0, disk_weight_multiplier=0.0)
+    core = make_core(config)
+    for host, ram, used_vcpus in (("h-a", 4000, 3), ("h-b", 2000, 0), ("h-c", 3800, 5)):
+        core.update_host(make_report(host, memory_mb=ram, vcpus=9, vcpus_used=used_vcpus), 1.0)
+    core.update_host(make_report("h-x", memory_mb=3000, vcpus=9, vcpus_used=12), 1.0)
+    [chosen] = core.select_destinations(make_spec("vm-1"), 2.0)
+    assert [chosen.host, *chosen.alternates] == ["h-a", "h-b", "h-c"]
+
+
+# -- the table's inventories ----------------------------------------------------------
+
+
+def test_setting_an_inventory_says_whether_a_min_unit_or_step_size_changed() -> None:
+    # HostTable.set_inventory answers True only when the steps changed (its
+    # caller then rebuilds the units chain); new reserved figures or a new
+    # max_unit with the same steps answer False.
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    table, row = core.table, core.table.row_of["h1"]
+    totals = (4096, 4, 100)
+    two = (Units(min_unit=2, step_size=2), None, None)
+    assert table.set_inventory(row, two, totals, 0, 0) is True
+    assert table.set_inventory(row, two, totals, 0, 0) is False
+    assert table.set_inventory(row, two, totals, 1, 5) is False
+    capped = (Units(min_unit=2, max_unit=8, step_size=2), None, None)
+    assert table.set_inventory(row, capped, totals, 1, 5) is False
+    assert table.set_inventory(row, (None, None, None), totals, 0, 0) is True
+    assert table.set_inventory(row, (None, None, None), totals, 0, 0) is False
+
+
+def test_the_metrics_weigher_with_every_host_gone_fails_the_request_with_no_valid_host() -> None:
+    # MetricsWeigher over a table whose only host was removed (no live row):
+    # it weighs nothing, and the request fails as any other does with no host.
+    setting, _ = weight_setting(["cpu.idle.time=1"], "[metrics] weight_setting")
+    core = make_core(make_config(metrics_weight_setting=setting, metrics_required=False))
+    core.update_host(make_report("h1", metrics={"cpu.idle.time": 5.0}), 1.0)
+    assert core.remove_host("h1", 2.0)
+    with pytest.raises(NoValidHost):
+        core.select_destinations(make_spec("vm-1", ignore_hosts=["h9"]), 3.0)
+
+
+def test_a_span_without_a_floor_is_the_lowest_and_highest_value() -> None:
+    # ranking._span, Nova 34's normalize bounds (its docstring): without a
+    # minval they are the values' own; with one, the floor and the highest.
+    assert _span(2.0, 6.0, float("inf")) == (2.0, 6.0)
+    assert _span(-2048.0, 2048.0, 0.0) == (0.0, 2048.0)
+    assert _span(-5.0, -1.0, 0.0) == (0.0, 0.0)
