@@ -657,11 +657,9 @@ def _order(waiter: _Waiter) -> tuple[int, int]:
 
 def _changed(result: object) -> bool:
     """Whether a state-changing command's answer says it changed something."""
-    if result is False:
-        return False
     if isinstance(result, list):  # UpdateHosts: one applied flag per report
         return any(flag is True for flag in result)
-    return True
+    return result is not False
 
 
 def _stopped() -> SchedulerStopped:

@@ -919,8 +919,7 @@ class HostTable:
         ]
         if self._extremes is not None:
             if index.size > _DIRTY_LIMIT:
-                self._extremes = None
-                self._dirty.clear()
+                self._extremes = None  # extremes() rebuilds them, and clears the dirty rows
             else:
                 for row in index.tolist():
                     self._changed(row)
@@ -931,8 +930,7 @@ class HostTable:
             dirty = self._dirty
             dirty.append(row)
             if len(dirty) > _DIRTY_LIMIT:
-                self._extremes = None
-                dirty.clear()
+                self._extremes = None  # extremes() rebuilds them, and clears the dirty rows
 
     def extremes(self) -> tuple[list[int], list[float], list[list[float]]]:
         """Rows holding each weigher column's highest, then each one's lowest, view value.

@@ -114,3 +114,33 @@ async def test_a_call_that_changed_nothing_does_not_retry_the_waiting_requests()
         async with asyncio.timeout(TIMEOUT):
             assert [sel.host for sel in await waiter] == ["h1"]
         assert tried == ["vm"]
+
+
+async def test_a_batch_of_reports_wakes_the_waiting_requests_only_when_it_applied_one() -> None:
+    # UpdateHosts answers one applied flag per report: a batch of stale reports
+    # (none applied) retries no waiting request; one whose report frees room
+    # places it.
+    async with Scheduler(SchedulerConfig(seed=0)) as s:
+        await s.update_hosts([make_report("h1", 2, memory_mb=1024, memory_mb_used=1024)])
+        tried: list[str] = []
+        select = s.core.select_destinations
+
+        def counting(spec: Any, now: float, *args: Any, **kwargs: Any) -> Any:
+            tried.append(spec.instance_uuids[0])
+            return select(spec, now, *args, **kwargs)
+
+        s.core.select_destinations = counting  # type: ignore[method-assign]
+        waiter = asyncio.create_task(
+            s.select_destinations(make_spec("vm", memory_mb=1024), wait=TIMEOUT)
+        )
+        await until_pending(s, 1)
+        tried.clear()
+        stale = make_report("h1", 1, memory_mb=1024, memory_mb_used=0)
+        assert await s.update_hosts([stale]) == [False]
+        assert tried == []
+        assert s.pending_requests == 1
+        freed = make_report("h1", 3, memory_mb=1024, memory_mb_used=0)
+        assert await s.update_hosts([freed]) == [True]
+        async with asyncio.timeout(TIMEOUT):
+            assert [sel.host for sel in await waiter] == ["h1"]
+        assert tried == ["vm"]
