@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 from conftest import make_core, make_report, make_spec, until_pending
 
-from actorsched import MailboxFull, NoValidHost, Scheduler, SchedulerConfig
-from actorsched.actor import Envelope, Owner
+from actorsched import MailboxFull, NoValidHost, Scheduler, SchedulerConfig, SchedulerError
+from actorsched.actor import Envelope, Owner, _Waiter
 from actorsched.core import Release, SelectDestinations, UpdateHost
 
 TIMEOUT = 10.0  # no test here comes near it: hitting it means a caller hung
@@ -108,6 +109,7 @@ async def test_a_call_that_changed_nothing_does_not_retry_the_waiting_requests()
         tried.clear()
         assert await s.release("nobody") is False
         assert await s.submit(Release("nobody-either")) is False
+        await s.host_states()  # a read changes nothing either
         assert tried == []
         assert s.pending_requests == 1
         assert await s.release("first") is True
@@ -144,3 +146,92 @@ async def test_a_batch_of_reports_wakes_the_waiting_requests_only_when_it_applie
         async with asyncio.timeout(TIMEOUT):
             assert [sel.host for sel in await waiter] == ["h1"]
         assert tried == ["vm"]
+
+
+async def test_an_owner_starts_once() -> None:
+    owner = Owner(make_core(), mailbox_size=4, max_batch=4, clock=Clock())
+    owner.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"^owner already started$"):
+            owner.start()
+        assert owner.running
+    finally:
+        await asyncio.wait_for(owner.stop(), TIMEOUT)
+
+
+class _SlowSink:
+    """A journal whose every commit takes a few milliseconds."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    async def _commit(self, size: int) -> None:
+        await asyncio.sleep(0.01)
+        self.batches.append(size)
+
+    def submit(self, batch: list[Envelope]) -> Awaitable[None]:
+        return self._commit(len(batch))
+
+
+async def test_stop_returns_once_the_owner_task_has_finished() -> None:
+    # After stop() the owner's task is over, its journal commits too: nothing
+    # of it runs on (a service shutting down may close the loop next).
+    sink = _SlowSink()
+    owner = Owner(make_core(), mailbox_size=4, max_batch=4, clock=Clock(), sink=sink)
+    owner.start()
+    assert await asyncio.wait_for(owner.ask(UpdateHost(make_report("h1"))), TIMEOUT)
+    pending = owner.ask(UpdateHost(make_report("h2")))
+    async with asyncio.timeout(TIMEOUT):  # no wait_for: its own task would hide a late end
+        await owner.stop()
+    assert pending.done()
+    assert not owner.running
+    assert "actorsched-owner" not in {t.get_name() for t in asyncio.all_tasks() if not t.done()}
+
+
+async def test_a_cancelled_caller_is_not_answered_and_its_change_stands() -> None:
+    # A caller that gives up (cancels the future) after sending: the command
+    # is applied all the same, the owner answers the rest of the batch and
+    # goes on.
+    core = make_core()
+    owner = Owner(core, mailbox_size=4, max_batch=4, clock=Clock())
+    owner.start()
+    try:
+        gone = owner.ask(UpdateHost(make_report("h1")))
+        kept = owner.ask(UpdateHost(make_report("h2")))
+        gone.cancel()
+        assert await asyncio.wait_for(kept, TIMEOUT) is True
+        assert await asyncio.wait_for(owner.ask(UpdateHost(make_report("h3"))), TIMEOUT)
+        assert sorted(core.host_states()) == ["h1", "h2", "h3"]
+        assert owner.running
+    finally:
+        await asyncio.wait_for(owner.stop(), TIMEOUT)
+
+
+async def test_a_woken_waiter_that_fails_otherwise_is_answered_with_its_error_and_counted() -> None:
+    # A waiting request retried when room may have freed, that fails for
+    # another reason than room (max_claims reached meanwhile), fails now with
+    # that error (not NoValidHost at its deadline); the owner counts it failed.
+    async with Scheduler(SchedulerConfig(seed=0, max_claims=2)) as s:
+        await s.update_host(make_report("h1", memory_mb=1024))
+        await s.select_destinations(make_spec("first", memory_mb=1024))
+        waiter = asyncio.create_task(
+            s.select_destinations(make_spec("vm", memory_mb=1024), wait=TIMEOUT)
+        )
+        await until_pending(s, 1)
+        await s.update_host(make_report("h2", memory_mb=512))
+        await s.select_destinations(make_spec("small", memory_mb=512))  # the second claim
+        owner = s._running_owner()
+        failed = owner.stats.failed
+        await s.update_host(make_report("h3", memory_mb=2048))  # room, but no claim left
+        async with asyncio.timeout(TIMEOUT):
+            with pytest.raises(SchedulerError, match="max_claims"):
+                await waiter
+        assert owner.stats.failed == failed + 1
+        assert s.pending_requests == 0
+
+
+def test_the_owner_s_records_are_slotted() -> None:
+    # One Envelope per message and one _Waiter per waiting request (up to
+    # max_waiting_requests): no attribute dict for each.
+    assert "__dict__" not in dir(Envelope)
+    assert "__dict__" not in dir(_Waiter)
