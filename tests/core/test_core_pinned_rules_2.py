@@ -335,3 +335,55 @@ def test_a_span_without_a_floor_is_the_lowest_and_highest_value() -> None:
     assert _span(2.0, 6.0, float("inf")) == (2.0, 6.0)
     assert _span(-2048.0, 2048.0, 0.0) == (0.0, 2048.0)
     assert _span(-5.0, -1.0, 0.0) == (0.0, 0.0)
+
+
+# -- reschedules --------------------------------------------------------------------
+
+
+def test_an_instance_in_an_open_move_is_not_rescheduled() -> None:
+    # A build failure of a moving instance is the move's: confirm or revert
+    # it; a reschedule refuses with InvalidRequest and changes nothing.
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    core.select_destinations(make_spec("vm-a"), 1.0)
+    destination = core.move("vm-a", "mig-1", None, 2.0).host
+    before = core.digest()
+    with pytest.raises(InvalidRequest, match="open move"):
+        core.reschedule("vm-a", destination, 3.0)
+    assert core.digest() == before
+
+
+def test_a_replayed_reschedule_claims_the_alternate_it_recorded() -> None:
+    # reschedule(placed=) (journal replay) claims the recorded alternate, not
+    # the first one that passes now.
+    core = make_core(ram_only_config())
+    for host, ram in (("h1", 8192), ("h2", 6144), ("h3", 4096)):
+        core.update_host(make_report(host, memory_mb=ram), 1.0)
+    [first] = core.select_destinations(make_spec("vm-a"), 1.0)
+    assert [first.host, *first.alternates] == ["h1", "h2", "h3"]
+    replayed = Selection(instance_uuid="vm-a", host="h3")
+    moved = core.reschedule("vm-a", "h1", 2.0, placed=replayed)
+    assert moved.host == "h3"
+    assert core.claims()["vm-a"] == ("h3", False)
+
+
+# -- an aggregate's weigher multiplier --------------------------------------------------
+
+
+def test_an_aggregate_ram_multiplier_weighs_its_hosts_ram_beside_the_plain_cpu_weigher() -> None:
+    # ram_weight_multiplier 2 on h1's aggregate (Nova's per-aggregate value):
+    # RAM (0..4000) h1 0.5 x 2, h2 1; CPU (0..4) h1 1, h2 0.75: h1 2.0 > h2
+    # 1.75. Without the aggregate, h2 (1.75 > 1.5).
+    config = make_config(disk_weight_multiplier=0.0, io_ops_weight_multiplier=0.0)
+
+    def best(aggregate: bool) -> str:
+        core = make_core(config)
+        core.update_host(make_report("h1", memory_mb=2000), 1.0)
+        core.update_host(make_report("h2", memory_mb=4000, vcpus_used=1), 1.0)
+        if aggregate:
+            core.create_aggregate("heavy", {"ram_weight_multiplier": "2"}, ["h1"])
+        return core.select_destinations(make_spec("vm-1", memory_mb=1), 2.0)[0].host
+
+    assert best(aggregate=False) == "h2"
+    assert best(aggregate=True) == "h1"
