@@ -222,6 +222,8 @@ class NovaEndpoint:
         # actorsched host (Nova's node) -> Nova's service host, from the instance casts
         self._service_hosts: dict[str, str] = {}
         self._service_hosts_known: set[str] = set()
+        # the reverse: a service host, in lower case, -> its nodes (what _as_nodes reads)
+        self._nodes_of: dict[str, list[str]] = {}
         self._consuming = False
         # Nova's topic; another one only for tests that share a broker (queue names are
         # global on a vhost, whatever the exchange)
@@ -692,8 +694,12 @@ class NovaEndpoint:
                     len(self._service_hosts),
                 )
                 return
+            before = self._service_hosts.get(node)
+            if before is not None:  # a node of another service host before: not any more
+                self._nodes_of[before.lower()].remove(node)
             self._service_hosts[node] = host
             self._service_hosts_known.add(host)
+            self._nodes_of.setdefault(host.lower(), []).append(node)
             return
 
     async def _forget_instance(self, host: str, instance: str) -> None:
@@ -712,11 +718,13 @@ class NovaEndpoint:
             return spec
 
         def nodes(names: list[str]) -> list[str]:
+            # a lookup per name named, not a scan of every mapped node
             wanted = {name.lower() for name in names}
             extra = [
                 node
-                for node, host in self._service_hosts.items()
-                if host.lower() in wanted and node.lower() not in wanted
+                for name in dict.fromkeys(name.lower() for name in names)
+                for node in self._nodes_of.get(name, ())
+                if node.lower() not in wanted
             ]
             return [*names, *extra]
 
