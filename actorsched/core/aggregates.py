@@ -261,6 +261,9 @@ class AggregateBook:
     # how many aggregates name each availability zone (only zones some aggregate names)
     _zones: dict[str, int] = field(default_factory=dict)
     _answers: dict[object, NDArray[np.bool_]] = field(default_factory=dict)
+    # named sets of aggregates (a request filter's, per project or traits), until an
+    # aggregate changes
+    _named: dict[object, frozenset[str]] = field(default_factory=dict)
     # per-membership weigher multipliers, by (metadata key, configured multiplier), and
     # per-membership limits, by (metadata key, configured limit)
     _multipliers: dict[tuple[str, float], NDArray[np.float64]] = field(default_factory=dict)
@@ -397,6 +400,18 @@ class AggregateBook:
                 count=len(self.memberships),
             )
             self._limits[(key, configured)] = found
+        return found
+
+    def named(self, key: object, pick: Callable[[str, _Entry], bool]) -> frozenset[str]:
+        """The aggregates ``pick`` chooses (by name and entry), kept under ``key`` until
+        an aggregate changes: a request filter scans the aggregates once per project
+        or trait set, not once per request."""
+        found = self._named.get(key)
+        if found is None:
+            if len(self._named) >= _MAX_ANSWERS:
+                self._named.clear()
+            found = frozenset(name for name, entry in self.by_name.items() if pick(name, entry))
+            self._named[key] = found
         return found
 
     def answers(self, key: object, decide: Callable[[int], bool]) -> NDArray[np.bool_]:
@@ -566,6 +581,7 @@ class AggregateBook:
         for host in after - before:
             self.of_host[host] = self.of_host.get(host, frozenset()) | {name}
         self._answers.clear()
+        self._named.clear()
         self._multipliers.clear()
         self._limits.clear()
         self._with_prefix.clear()

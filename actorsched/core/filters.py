@@ -737,13 +737,12 @@ class TenantAggregateRequestFilter:
         book = ctx.aggregates
         project = ctx.spec.project_id
         mine = (
-            frozenset(
-                name
-                for name, entry in book.by_name.items()
-                if any(
+            book.named(
+                (self.name, project),
+                lambda _, entry: any(
                     key.startswith(TENANT_KEY) and value == project
                     for key, value in entry.metadata.items()
-                )
+                ),
             )
             if book is not None and project is not None and book.has_prefix(TENANT_KEY)
             else frozenset()
@@ -782,15 +781,14 @@ class IsolatedAggregatesRequestFilter:
         if book is None or not book.has_prefix(TRAIT_KEY_PREFIX):
             return None
         wanted = frozenset(ctx.spec.required_traits)
-        isolated = frozenset(
-            name
-            for name, entry in book.by_name.items()
-            if any(
+        isolated = book.named(
+            (self.name, wanted),
+            lambda _, entry: any(
                 key.startswith(TRAIT_KEY_PREFIX)
                 and value == "required"
                 and key[len(TRAIT_KEY_PREFIX) :] not in wanted
                 for key, value in entry.metadata.items()
-            )
+            ),
         )
         if not isolated:
             return None

@@ -92,3 +92,32 @@ async def test_an_aggregate_takes_only_requests_that_require_all_its_traits() ->
 
 async def test_isolation_is_off_by_default() -> None:
     assert await _passing({}, ISOLATING) == set(HOSTS)
+
+
+async def test_the_aggregates_a_request_filter_picked_are_picked_again_after_a_change() -> None:
+    # a project's aggregates and an isolating aggregate are kept between requests
+    # (AggregateBook.named); every aggregate change must drop them
+    config = make_config(
+        max_attempts=10,
+        limit_tenants_to_placement_aggregate=True,
+        enable_isolated_aggregate_filtering=True,
+    )
+    async with Scheduler(config) as s:
+        await s.update_hosts([make_report(h) for h in HOSTS])
+        await s.create_aggregate("other", {"filter_tenant_id": "p2"}, ["h5"])
+
+        async def passing(**spec: Any) -> set[str]:
+            plan = await s.plan(make_spec("vm1", **spec))
+            return {c.host for c in plan.instances[0].candidates}
+
+        assert await passing(project_id="p1") == set(HOSTS)  # p1 has none yet
+        await s.create_aggregate("mine", {"filter_tenant_id": "p1"}, ["h1", "h2"])
+        assert await passing(project_id="p1") == {"h1", "h2"}
+        await s.update_aggregate("mine", {"filter_tenant_id": "p3"})
+        assert await passing(project_id="p1") == set(HOSTS)
+        assert await passing(project_id="p3") == {"h1", "h2"}
+        assert await passing() == set(HOSTS)
+        await s.create_aggregate("gpu", {"trait:CUSTOM_GPU": "required"}, ["h3"])
+        assert await passing() == set(HOSTS) - {"h3"}
+        await s.update_aggregate("gpu", {"trait:CUSTOM_GPU": None})
+        assert await passing() == set(HOSTS)
