@@ -235,3 +235,21 @@ def test_the_owner_s_records_are_slotted() -> None:
     # max_waiting_requests): no attribute dict for each.
     assert "__dict__" not in dir(Envelope)
     assert "__dict__" not in dir(_Waiter)
+
+
+async def test_a_waiting_caller_that_gives_up_leaves_the_line_at_once() -> None:
+    # A request waiting for room whose caller is cancelled leaves the line
+    # then, not at the next event that frees room: its place (one of
+    # max_waiting_requests) is free for another at once.
+    async with Scheduler(SchedulerConfig(seed=0)) as s:
+        await s.update_host(make_report("h1", memory_mb=1024))
+        await s.select_destinations(make_spec("first", memory_mb=1024))
+        waiter = asyncio.create_task(
+            s.select_destinations(make_spec("vm", memory_mb=1024), wait=TIMEOUT)
+        )
+        await until_pending(s, 1)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await asyncio.sleep(0)
+        assert s.pending_requests == 0

@@ -27,7 +27,7 @@ from actorsched.core.image import capture
 from actorsched.core.ledger import request_fingerprint
 from actorsched.core.ranking import _span
 from actorsched.journal.snapshot import encode, restore
-from actorsched.models import Units
+from actorsched.models import AGGREGATE_FILTERS, BUILTIN_FILTERS, Units
 from actorsched.nova.conf import weight_setting
 
 # -- the tenant request filter ------------------------------------------------------
@@ -387,3 +387,35 @@ def test_an_aggregate_ram_multiplier_weighs_its_hosts_ram_beside_the_plain_cpu_w
 
     assert best(aggregate=False) == "h2"
     assert best(aggregate=True) == "h1"
+
+
+# -- aggregates -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["=", "==", "!=", ">=", "<="])
+def test_each_numeric_extra_spec_operator_refuses_an_operand_that_is_not_a_number(op: str) -> None:
+    # Nova 34's extra_specs_ops compares these five as numbers (float() of
+    # both sides): an operand that is not one raises there, and actorsched
+    # refuses the request with InvalidRequest, nothing placed.
+    config = make_config(enabled_filters=[*BUILTIN_FILTERS, *AGGREGATE_FILTERS], nova_release=34)
+    core = make_core(config)
+    core.update_host(make_report("h1"), 1.0)
+    core.create_aggregate("a1", {"tier": "3"}, ["h1"])
+    spec = make_spec("vm-1", extra_specs={"aggregate_instance_extra_specs:tier": f"{op} x"})
+    with pytest.raises(InvalidRequest, match="which is not a number"):
+        core.select_destinations(spec, 2.0)
+    assert core.claims() == {}
+
+
+def test_the_tenant_filter_sees_a_tenant_aggregate_made_after_a_placement() -> None:
+    # Whether some aggregate names a tenant is kept between requests: an
+    # aggregate created (or changed) later must count, for the shortcut's
+    # guard too.
+    core = make_core(ram_only_config(limit_tenants_to_placement_aggregate=True))
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2", memory_mb=8192), 1.0)
+    core.create_aggregate("plain", {"tier": "gold"}, ["h2"])
+    assert core.select_destinations(make_spec("vm-1", project_id="p1"), 2.0)[0].host == "h2"
+    core.update_aggregate("plain", {"filter_tenant_id": "p9"})
+    core.create_aggregate("mine", {"filter_tenant_id": "p1"}, ["h1"])
+    assert core.select_destinations(make_spec("vm-2", project_id="p1"), 3.0)[0].host == "h1"
