@@ -19,13 +19,15 @@ from actorsched import (
     HostReport,
     InvalidRequest,
     NoValidHost,
+    RequestSpec,
     Selection,
     ServerGroup,
 )
-from actorsched.core import COMMANDS, SchedulerCore
+from actorsched.core import COMMANDS, Locate, Release, Reschedule, SchedulerCore
 from actorsched.core.image import capture
 from actorsched.core.ledger import request_fingerprint
 from actorsched.core.ranking import _span
+from actorsched.errors import Forbidden
 from actorsched.journal.snapshot import encode, restore
 from actorsched.models import AGGREGATE_FILTERS, BUILTIN_FILTERS, Units
 from actorsched.nova.conf import weight_setting
@@ -277,6 +279,10 @@ def test_every_command_is_a_frozen_slotted_message() -> None:
         assert "__slots__" in vars(command), command.__name__
         assert command.__dataclass_params__.frozen, command.__name__  # type: ignore[attr-defined]
         assert "__dict__" not in dir(command), command.__name__
+        # the table's CommandInfo entries too: shared by every layer, never changed
+        assert "__dict__" not in dir(type(entry))
+        with pytest.raises(AttributeError):
+            entry.method = "changed"  # type: ignore[misc]
 
 
 # -- the ranking ------------------------------------------------------------------------
@@ -419,3 +425,24 @@ def test_the_tenant_filter_sees_a_tenant_aggregate_made_after_a_placement() -> N
     core.update_aggregate("plain", {"filter_tenant_id": "p9"})
     core.create_aggregate("mine", {"filter_tenant_id": "p1"}, ["h1"])
     assert core.select_destinations(make_spec("vm-2", project_id="p1"), 3.0)[0].host == "h1"
+
+
+# -- tenants' own claims --------------------------------------------------------------
+
+
+def test_a_refusal_names_the_operation_another_tenant_tried() -> None:
+    # Forbidden says which operation of which uuid was refused, for each
+    # scoped command (an operator reading the log, a tenant its error).
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2"), 1.0)
+    spec = RequestSpec(instance_uuids=["a1"], memory_mb=512, vcpus=1, disk_gb=1, owner="t-a")
+    host = core.select_destinations(spec, 1.0)[0].host
+    for command, operation in (
+        (Reschedule("a1", host, caller="t-b"), "reschedule"),
+        (Release("a1", caller="t-b"), "release"),
+        (Locate("a1", caller="t-b"), "where"),
+    ):
+        with pytest.raises(Forbidden, match=rf"^forbidden: {operation} of a1: 't-b' may only "):
+            core.handle(command, 2.0)
+    assert core.claims() == {"a1": (host, False)}
