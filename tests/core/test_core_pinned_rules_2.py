@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -446,3 +447,36 @@ def test_a_refusal_names_the_operation_another_tenant_tried() -> None:
         with pytest.raises(Forbidden, match=rf"^forbidden: {operation} of a1: 't-b' may only "):
             core.handle(command, 2.0)
     assert core.claims() == {"a1": (host, False)}
+
+
+def test_a_reschedule_skips_an_alternate_that_went_silent() -> None:
+    # ComputeFilter's freshness holds for a reschedule too: an alternate whose
+    # last report is older than service_down_time is not claimed; the next
+    # one that still reports is.
+    core = make_core(ram_only_config(service_down_time=60))
+    for host, ram in (("h1", 8192), ("h2", 6144), ("h3", 4096)):
+        core.update_host(make_report(host, memory_mb=ram), 0.0)
+    [first] = core.select_destinations(make_spec("vm-a"), 1.0)
+    assert [first.host, *first.alternates] == ["h1", "h2", "h3"]
+    core.update_host(make_report("h3", 2, memory_mb=4096), 100.0)  # h2 silent since 0
+    moved = core.reschedule("vm-a", "h1", 100.0)
+    assert moved.host == "h3"
+
+
+def test_a_confirmed_claim_its_host_stops_listing_is_dropped_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A claim its host listed (confirmed) then no longer lists: the instance
+    # is gone from there; the claim is dropped, and the log says so.
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.select_destinations(make_spec("vm-1"), 1.0)
+    core.update_host(make_report("h1", 2, instances=["vm-1"], memory_mb_used=512), 2.0)
+    assert core.claims() == {"vm-1": ("h1", True)}
+    with caplog.at_level(logging.INFO, logger="actorsched.core"):
+        core.update_host(make_report("h1", 3), 3.0)
+    assert core.claims() == {}
+    dropped = [r for r in caplog.records if r.name == "actorsched.core"]
+    assert [r.getMessage() for r in dropped] == [
+        "instance vm-1 no longer runs on h1: claim dropped"
+    ]
