@@ -480,3 +480,34 @@ def test_a_confirmed_claim_its_host_stops_listing_is_dropped_and_logged(
     assert [r.getMessage() for r in dropped] == [
         "instance vm-1 no longer runs on h1: claim dropped"
     ]
+
+
+# -- ComputeCapabilitiesFilter ------------------------------------------------------------
+
+
+def test_capabilities_compare_each_host_state_attribute_and_skip_unknown_keys() -> None:
+    # An unscoped extra spec that names a HostState attribute is compared (a
+    # ratio actorsched holds; update and consume_from_request, methods of
+    # Nova's HostState it does not hold, read unset and match nothing); a key
+    # that is neither an attribute nor a stat of the host is not for it.
+    filters = [*BUILTIN_FILTERS, "ComputeCapabilitiesFilter"]
+    core = make_core(make_config(enabled_filters=filters))
+    core.update_host(make_report("h1"), 1.0)
+    for key, value in (
+        ("cpu_allocation_ratio", "99.0"),
+        ("update", "yes"),
+        ("consume_from_request", "yes"),
+    ):
+        with pytest.raises(NoValidHost, match="ComputeCapabilitiesFilter"):
+            core.select_destinations(make_spec("vm-1", extra_specs={key: value}), 2.0)
+    assert core.select_destinations(make_spec("vm-2", extra_specs={"no_such_key": "yes"}), 2.0)
+
+
+def test_a_long_extra_spec_map_counts_by_a_digest_in_valid_json() -> None:
+    # Past 128 characters a map (extra_specs, image_properties) counts by the
+    # SHA-256 of its sorted JSON text, 32 hex digits (journals keep it).
+    specs = {f"key{i:02d}": f"value{i:02d}" for i in range(12)}
+    text = request_fingerprint(make_spec("vm-1", extra_specs=specs))
+    digest = json.loads(text)["extra_specs"]
+    listed = json.dumps(specs, sort_keys=True, separators=(",", ":"))
+    assert digest == "sha256:" + hashlib.sha256(listed.encode()).hexdigest()[:32]
