@@ -511,3 +511,27 @@ def test_a_long_extra_spec_map_counts_by_a_digest_in_valid_json() -> None:
     digest = json.loads(text)["extra_specs"]
     listed = json.dumps(specs, sort_keys=True, separators=(",", ":"))
     assert digest == "sha256:" + hashlib.sha256(listed.encode()).hexdigest()[:32]
+
+
+def test_capabilities_read_each_allocation_ratio_as_its_own() -> None:
+    # HostState's ram_, cpu_ and disk_allocation_ratio are three figures: a
+    # capability asking one is compared with that one, not another's.
+    filters = [*BUILTIN_FILTERS, "ComputeCapabilitiesFilter"]
+    config = make_config(
+        enabled_filters=filters,
+        ram_allocation_ratio=1.5,
+        cpu_allocation_ratio=3.0,
+        disk_allocation_ratio=2.5,
+    )
+    core = make_core(config)
+    core.update_host(make_report("h1"), 1.0)
+    ratios = {"ram": 1.5, "cpu": 3.0, "disk": 2.5}
+    for name, value in ratios.items():
+        for other in ratios.values():
+            spec = make_spec("vm-1", extra_specs={f"{name}_allocation_ratio": f"== {other}"})
+            if other == value:
+                assert core.select_destinations(spec, 2.0)[0].host == "h1"
+                assert core.release("vm-1", 2.0)
+            else:
+                with pytest.raises(NoValidHost, match="ComputeCapabilitiesFilter"):
+                    core.select_destinations(spec, 2.0)
