@@ -24,7 +24,7 @@ from actorsched import (
     Selection,
     ServerGroup,
 )
-from actorsched.core import COMMANDS, Locate, Release, Reschedule, SchedulerCore
+from actorsched.core import COMMANDS, Locate, Migration, Release, Reschedule, SchedulerCore
 from actorsched.core.image import capture
 from actorsched.core.ledger import request_fingerprint
 from actorsched.core.ranking import _span
@@ -535,3 +535,12 @@ def test_capabilities_read_each_allocation_ratio_as_its_own() -> None:
             else:
                 with pytest.raises(NoValidHost, match="ComputeCapabilitiesFilter"):
                     core.select_destinations(spec, 2.0)
+
+
+def test_an_open_move_is_a_frozen_slotted_record() -> None:
+    # A snapshot shares the core's Migration records instead of copying them
+    # (image.capture): they must not change once made.
+    migration = Migration("mig-1", "vm-a", "{}", False, None, "h1", ())
+    with pytest.raises(AttributeError):
+        migration.host = "h2"  # type: ignore[misc]
+    assert "__dict__" not in dir(Migration)
