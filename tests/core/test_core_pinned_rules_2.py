@@ -544,3 +544,13 @@ def test_an_open_move_is_a_frozen_slotted_record() -> None:
     with pytest.raises(AttributeError):
         migration.host = "h2"  # type: ignore[misc]
     assert "__dict__" not in dir(Migration)
+
+
+def test_a_removed_host_leaves_no_inventory_behind() -> None:
+    # Removing a host forgets its reserved figures and units: none is left on
+    # its row, so no later host there inherits them.
+    core = make_core()
+    core.update_host(make_report("h1", vcpus_reserved=1, local_gb_reserved=5), 1.0)
+    assert core.remove_host("h1", 2.0)
+    assert core.table.inventory == {}
+    assert core.table.units == {}
