@@ -41,6 +41,7 @@ import logging
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -134,21 +135,7 @@ def read_instances(agent: AgentSettings) -> Listed | None:
         return _libvirt_instances(agent.libvirt_uri, max(1.0, agent.interval))
     elif agent.instances_command is not None:
         origin = f"instances command {agent.instances_command!r}"
-        try:
-            done = subprocess.run(
-                shlex.split(agent.instances_command),
-                capture_output=True,
-                timeout=max(1.0, agent.interval),
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InstancesUnreadable(f"{origin}: {exc}") from None
-        if done.returncode != 0:
-            err = done.stderr.decode(errors="replace").strip().splitlines()
-            raise InstancesUnreadable(
-                f"{origin} exited {done.returncode}: {err[-1] if err else 'no output'}"
-            )
-        data = done.stdout
+        data = _output(shlex.split(agent.instances_command), origin, max(1.0, agent.interval))
     else:
         return None
     if len(data) > MAX_INSTANCES_BYTES:
@@ -156,31 +143,31 @@ def read_instances(agent: AgentSettings) -> Listed | None:
     return _parse_instances(data.decode(errors="replace"), origin)
 
 
-def _virsh(uri: str, args: list[str], timeout: float) -> str:
-    origin = f"libvirt at {uri}"
+def _output(argv: list[str], origin: str, timeout: float) -> bytes:
+    """What ``argv`` prints (the caller checks its bound); InstancesUnreadable
+    naming ``origin`` when it cannot run or fails."""
     try:
-        done = subprocess.run(
-            ["virsh", "--quiet", "-c", uri, *args],
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise InstancesUnreadable(
-            f"{origin}: no virsh on PATH (Debian: apt-get install libvirt-clients)"
-        ) from None
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstancesUnreadable(f"{origin}: {exc}") from None
     if done.returncode != 0:
         err = done.stderr.decode(errors="replace").strip().splitlines()
         raise InstancesUnreadable(
-            f"{origin}: virsh {args[0]} exited {done.returncode}: {err[-1] if err else ''}"
+            f"{origin} exited {done.returncode}: {err[-1] if err else 'no output'}"
         )
-    if len(done.stdout) > MAX_INSTANCES_BYTES:
+    return done.stdout
+
+
+def _virsh(uri: str, args: list[str], timeout: float) -> str:
+    origin = f"libvirt at {uri}: virsh {args[0]}"
+    if shutil.which("virsh") is None:
         raise InstancesUnreadable(
-            f"{origin}: virsh {args[0]} printed over {MAX_INSTANCES_BYTES} bytes"
+            f"{origin}: no virsh on PATH (Debian: apt-get install libvirt-clients)"
         )
-    return done.stdout.decode(errors="replace")
+    data = _output(["virsh", "--quiet", "-c", uri, *args], origin, timeout)
+    if len(data) > MAX_INSTANCES_BYTES:
+        raise InstancesUnreadable(f"{origin} printed over {MAX_INSTANCES_BYTES} bytes")
+    return data.decode(errors="replace")
 
 
 def _libvirt_instances(uri: str, timeout: float) -> Listed:

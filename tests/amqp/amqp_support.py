@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -117,3 +118,18 @@ async def raw_call(
                 return reply
             await asyncio.sleep(0.025)
     raise AssertionError(f"no reply to {op}")
+
+
+async def run_cli(*argv: str) -> tuple[int, str, str]:
+    """``actorsched ARGV...`` in a process of its own: its exit code, stdout, stderr."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "actorsched.cli",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()

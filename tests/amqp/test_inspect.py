@@ -7,26 +7,12 @@ import json
 import sys
 
 import pytest
-from amqp_support import AMQP_URL, host_report, running_stack
+from amqp_support import AMQP_URL, host_report, run_cli, running_stack
 
 from actorsched import RequestSpec, SchedulerConfig
 from actorsched.inspect import render_table
 
 pytestmark = pytest.mark.amqp
-
-
-async def _cli(*argv: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "actorsched.cli",
-        *argv,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_hosts_lists_each_host_with_its_figures_as_json_and_as_a_table() -> None:
@@ -38,12 +24,12 @@ async def test_hosts_lists_each_host_with_its_figures_as_json_and_as_a_table() -
             RequestSpec(instance_uuids=["vm-1"], memory_mb=1024, vcpus=1, disk_gb=1)
         )
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
-        code, out, err = await _cli("hosts", *where, "--json")
+        code, out, err = await run_cli("hosts", *where, "--json")
         assert code == 0, err
         hosts = json.loads(out)
         assert sorted(hosts) == ["h1", "h2"]
         assert hosts["h1"]["assumed_claims"] == 1  # the most free RAM took vm-1
-        code, out, err = await _cli("hosts", *where)
+        code, out, err = await run_cli("hosts", *where)
         assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["HOST", "ZONE", "AGGREGATES", "FREE/TOTAL"]
@@ -53,7 +39,7 @@ async def test_hosts_lists_each_host_with_its_figures_as_json_and_as_a_table() -
 
 
 async def test_an_inspection_of_a_queue_nobody_serves_is_one_line_and_exit_1() -> None:
-    code, _, err = await _cli("hosts", "--amqp-url", AMQP_URL, "--queue", "nobody.here")
+    code, _, err = await run_cli("hosts", "--amqp-url", AMQP_URL, "--queue", "nobody.here")
     assert code == 1
     assert err.strip() == (
         "actorsched hosts: no queue 'nobody.here' on the broker: start `actorsched serve "
@@ -74,7 +60,7 @@ async def test_claims_where_and_plan_over_the_broker() -> None:
             RequestSpec(instance_uuids=["vm-1"], memory_mb=1024, vcpus=1, disk_gb=1)
         )
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
-        code, out, err = await _cli("claims", *where, "--json")
+        code, out, err = await run_cli("claims", *where, "--json")
         assert code == 0, err
         (claim,) = json.loads(out)
         assert (claim["instance_uuid"], claim["host"], claim["memory_mb"]) == (
@@ -83,15 +69,15 @@ async def test_claims_where_and_plan_over_the_broker() -> None:
             1024,
         )
         assert placed.host == "h1"  # the most free RAM
-        code, out, _ = await _cli("claims", *where, "--host", "h1")
+        code, out, _ = await run_cli("claims", *where, "--host", "h1")
         assert code == 0
         assert out.splitlines()[2].split()[:3] == ["vm-1", "h1", "1024"]
-        code, out, _ = await _cli("claims", *where, "--host", "h2")
+        code, out, _ = await run_cli("claims", *where, "--host", "h2")
         assert code == 0
         assert len(out.splitlines()) == 2  # the headers alone
-        code, out, _ = await _cli("where", *where, "vm-1")
+        code, out, _ = await run_cli("where", *where, "vm-1")
         assert (code, out.strip()) == (0, f"vm-1: {placed.host} (claimed, not reported yet)")
-        code, _, err = await _cli("where", *where, "vm-unknown")
+        code, _, err = await run_cli("where", *where, "vm-unknown")
         assert (code, err.strip()) == (1, "vm-unknown: not known to the scheduler")
         spec = RequestSpec(instance_uuids=["vm-2"], memory_mb=2048, vcpus=1, disk_gb=1)
         planned = spec.model_dump_json()

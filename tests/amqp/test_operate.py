@@ -3,30 +3,14 @@ flags) change a running service over the broker, with clear errors and exit code
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 
 import pytest
-from amqp_support import AMQP_URL, host_report, running_stack
+from amqp_support import AMQP_URL, host_report, run_cli, running_stack
 
 from actorsched import RequestSpec
 
 pytestmark = pytest.mark.amqp
-
-
-async def _cli(*argv: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "actorsched.cli",
-        *argv,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 def _spec(uuid: str, memory_mb: int = 1024) -> RequestSpec:
@@ -38,7 +22,7 @@ async def test_host_show_gives_capacity_after_ratios_used_free_and_claims() -> N
         await stack.client.update_host(host_report("h1", memory_mb=8192))
         await stack.client.select_destinations(_spec("vm-1"))
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
-        code, out, err = await _cli("host", "show", "h1", *where, "--json")
+        code, out, err = await run_cli("host", "show", "h1", *where, "--json")
         assert code == 0, err
         shown = json.loads(out)
         memory = next(row for row in shown["usage"] if row["resource"] == "MEMORY_MB")
@@ -50,11 +34,11 @@ async def test_host_show_gives_capacity_after_ratios_used_free_and_claims() -> N
         )
         assert memory["free_after_ratio"] == memory["capacity"] - memory["used"]
         assert [c["instance_uuid"] for c in shown["claims"]] == ["vm-1"]
-        code, out, err = await _cli("host", "show", "h1", *where)
+        code, out, err = await run_cli("host", "show", "h1", *where)
         assert code == 0, err
         assert "MEMORY_MB" in out
         assert "vm-1" in out
-        code, _, err = await _cli("host", "show", "nope", *where)
+        code, _, err = await run_cli("host", "show", "nope", *where)
         assert code == 1
         assert "no host 'nope'" in err
 
@@ -70,7 +54,7 @@ async def test_host_drain_moves_every_claim_and_says_what_it_could_not() -> None
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
         source = placed["vm-0"]
         on_source = sorted(u for u, h in placed.items() if h == source)
-        code, out, err = await _cli("host", "drain", source, *where, "--json")
+        code, out, err = await run_cli("host", "drain", source, *where, "--json")
         assert code == 0, err
         drained = json.loads(out)
         assert sorted(m["instance_uuid"] for m in drained["moved"]) == on_source
@@ -83,7 +67,7 @@ async def test_host_drain_moves_every_claim_and_says_what_it_could_not() -> None
         big_host = (await stack.scheduler.where("big")).host
         assert big_host is not None
         await stack.client.update_host(host_report(source, generation=2, memory_mb=1024))
-        code, out, err = await _cli("host", "drain", big_host, *where)
+        code, out, err = await run_cli("host", "drain", big_host, *where)
         assert code == 1
         assert "big: not moved" in out
         assert "moved, 1 not moved" in out.splitlines()[-1]
@@ -95,16 +79,16 @@ async def test_host_remove_and_claim_release() -> None:
         await stack.client.update_host(host_report("h2"))
         await stack.client.select_destinations(_spec("vm-1"))
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
-        code, out, err = await _cli("claim", "release", "vm-1", *where)
+        code, out, err = await run_cli("claim", "release", "vm-1", *where)
         assert (code, out.strip()) == (0, "vm-1: released"), err
-        code, _, err = await _cli("claim", "release", "vm-1", *where)
+        code, _, err = await run_cli("claim", "release", "vm-1", *where)
         assert code == 1
         assert "vm-1 holds no claim" in err
-        code, out, err = await _cli("host", "remove", "h2", *where, "--json")
+        code, out, err = await run_cli("host", "remove", "h2", *where, "--json")
         assert code == 0, err
         assert json.loads(out) == {"host": "h2", "removed": True}
         assert sorted(await stack.scheduler.host_states()) == ["h1"]
-        code, _, err = await _cli("host", "remove", "h2", *where)
+        code, _, err = await run_cli("host", "remove", "h2", *where)
         assert code == 1
         assert "no host 'h2'" in err
 
@@ -113,29 +97,29 @@ async def test_aggregate_create_set_unset_members_list_and_delete() -> None:
     async with running_stack() as stack:
         await stack.client.update_host(host_report("h1"))
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
-        code, out, err = await _cli(
+        code, out, err = await run_cli(
             "aggregate", "create", "fast", "ssd=true", "--zone", "az9", "--host", "h1", *where
         )
         assert code == 0, err
         assert "availability_zone=az9" in out
         assert (await stack.scheduler.host_states())["h1"].availability_zone == "az9"
-        code, _, err = await _cli("aggregate", "set", "fast", "tier=gold", *where)
+        code, _, err = await run_cli("aggregate", "set", "fast", "tier=gold", *where)
         assert code == 0, err
-        code, _, err = await _cli("aggregate", "unset", "fast", "ssd", *where)
+        code, _, err = await run_cli("aggregate", "unset", "fast", "ssd", *where)
         assert code == 0, err
         (aggregate,) = await stack.scheduler.aggregates()
         assert aggregate.metadata == {"availability_zone": "az9", "tier": "gold"}
-        code, _, err = await _cli("aggregate", "delete", "fast", *where)
+        code, _, err = await run_cli("aggregate", "delete", "fast", *where)
         assert code == 1, "not empty: Nova refuses it, so does the scheduler"
         assert "still has 1 host" in err
-        code, _, err = await _cli("aggregate", "remove-host", "fast", "h1", *where)
+        code, _, err = await run_cli("aggregate", "remove-host", "fast", "h1", *where)
         assert code == 0, err
-        code, out, err = await _cli("aggregate", "list", *where, "--json")
+        code, out, err = await run_cli("aggregate", "list", *where, "--json")
         assert code == 0, err
         assert json.loads(out)[0]["hosts"] == []
-        code, out, err = await _cli("aggregate", "delete", "fast", *where)
+        code, out, err = await run_cli("aggregate", "delete", "fast", *where)
         assert (code, out.strip()) == (0, "fast: deleted"), err
-        code, _, err = await _cli("aggregate", "set", "fast", "bad", *where)
+        code, _, err = await run_cli("aggregate", "set", "fast", "bad", *where)
         assert code != 0
         assert "'bad' is not KEY=VALUE" in err
 
@@ -144,17 +128,17 @@ async def test_plan_takes_the_request_as_flags() -> None:
     async with running_stack() as stack:
         await stack.client.update_host(host_report("h1", memory_mb=8192))
         where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
-        code, out, err = await _cli("plan", "--vcpus", "2", "--memory", "4096", *where, "--json")
+        code, out, err = await run_cli("plan", "--vcpus", "2", "--memory", "4096", *where, "--json")
         assert code == 0, err
         plan = json.loads(out)
         assert plan["placed"] is True
         assert plan["instances"][0]["host"] == "h1"
-        code, out, _ = await _cli("plan", "--vcpus", "2", "--memory", "9000", *where)
+        code, out, _ = await run_cli("plan", "--vcpus", "2", "--memory", "9000", *where)
         assert code == 1
         assert "no valid host" in out
         for name in ("h2", "h3", "h4", "h5"):
             await stack.client.update_host(host_report(name, memory_mb=8192))
-        code, out, err = await _cli("plan", "--vcpus", "1", "--memory", "512", *where)
+        code, out, err = await run_cli("plan", "--vcpus", "1", "--memory", "512", *where)
         assert code == 0, err
         # the table lists max_attempts (3) of the 5 passing hosts, and says so
         assert "(the 3 best of 5 passing hosts" in out
