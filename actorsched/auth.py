@@ -98,6 +98,16 @@ def _priority(request: BaseModel) -> int:
     return spec.priority if isinstance(spec, RequestSpec) else 0
 
 
+def _allows(roles: frozenset[Role], operation: str) -> bool:
+    """Whether ``roles`` allow ``operation`` (its priority aside): ``admin``, its own
+    role, or ``place`` for an operation on claims (scoped to the caller's own)."""
+    return (
+        "admin" in roles
+        or OPERATION_ROLES[operation] in roles
+        or (operation in OWN_CLAIMS and "place" in roles)
+    )
+
+
 class Authorizer:
     """Each broker user's roles; :meth:`check` says whether one may do an operation.
 
@@ -120,11 +130,9 @@ class Authorizer:
         # (caller, operation) -> whether its roles allow it, for the callers the table
         # names (bounded by it): a check is then one lookup and the priority's cap
         self._allowed = {
-            (user, operation): "admin" in roles
-            or need in roles
-            or (operation in OWN_CLAIMS and "place" in roles)
+            (user, operation): _allows(roles, operation)
             for user, roles in self.users.items()
-            for operation, need in OPERATION_ROLES.items()
+            for operation in OPERATION_ROLES
         }
 
     @classmethod
@@ -144,8 +152,8 @@ class Authorizer:
             return None
         if self._allowed.get((caller, operation)) and _priority(request) <= 0:
             return None  # the common case: allowed, and no priority to cap
-        need = OPERATION_ROLES[operation]
-        if need not in roles and not (operation in OWN_CLAIMS and "place" in roles):
+        if not _allows(roles, operation):
+            need = OPERATION_ROLES[operation]
             return self._deny(
                 operation,
                 caller,

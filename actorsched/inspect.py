@@ -28,6 +28,8 @@ from .errors import SchedulerError
 from .models import HostState, RequestSpec
 
 __all__ = [
+    "ask",
+    "ask_flags",
     "claims_arguments",
     "claims_main",
     "hosts_arguments",
@@ -45,7 +47,9 @@ T = TypeVar("T")
 INSPECT_FLAGS = ("--amqp-url", "--queue", "--service-down-time")
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def ask_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of every command that asks a running serve: where it is, how long to
+    wait, and ``--json``."""
     settings.add_arguments(parser, INSPECT_FLAGS)
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="seconds to wait for the answer (default 10)"
@@ -98,7 +102,7 @@ def ask(
 
 def hosts_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched hosts``."""
-    _common(parser)
+    ask_flags(parser)
 
 
 def _host_row(state: HostState, now: float, down_time: float) -> list[Any]:
@@ -146,7 +150,7 @@ def hosts_main(args: argparse.Namespace) -> int:
 
 def claims_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched claims``."""
-    _common(parser)
+    ask_flags(parser)
     parser.add_argument("--host", dest="on_host", default=None, help="only this host's claims")
 
 
@@ -175,7 +179,7 @@ def claims_main(args: argparse.Namespace) -> int:
 
 def where_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched where``."""
-    _common(parser)
+    ask_flags(parser)
     parser.add_argument("instance_uuid", metavar="INSTANCE_UUID")
 
 
@@ -202,7 +206,7 @@ def where_main(args: argparse.Namespace) -> int:
 
 def plan_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched plan``."""
-    _common(parser)
+    ask_flags(parser)
     parser.add_argument(
         "spec",
         nargs="?",

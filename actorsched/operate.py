@@ -29,7 +29,7 @@ from typing import Any
 
 from .amqp.client import SchedulerClient
 from .errors import SchedulerError
-from .inspect import _common, ask, render_table
+from .inspect import ask, ask_flags, render_table
 from .models import Aggregate, HostState
 
 __all__ = [
@@ -54,7 +54,7 @@ def host_arguments(parser: argparse.ArgumentParser) -> None:
         ("drain", "move every claim on the host elsewhere, confirming each"),
     ):
         sub = actions.add_parser(action, help=text, description=text)
-        _common(sub)
+        ask_flags(sub)
         sub.add_argument("name", metavar="NAME", help="the host")
 
 
@@ -215,7 +215,7 @@ def claim_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched claim release UUID``."""
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub = actions.add_parser("release", help="free an instance's claim", description="free a claim")
-    _common(sub)
+    ask_flags(sub)
     sub.add_argument("instance_uuid", metavar="UUID")
 
 
@@ -256,28 +256,28 @@ def aggregate_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``actorsched aggregate ACTION ...``."""
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every aggregate, its hosts and metadata")
-    _common(listing)
+    ask_flags(listing)
     create = actions.add_parser("create", help="a new aggregate")
-    _common(create)
+    ask_flags(create)
     create.add_argument("name", metavar="NAME")
     create.add_argument("--zone", default=None, help="its availability_zone metadata")
     create.add_argument("--host", dest="hosts", action="append", default=[], help="a member")
     create.add_argument("metadata", nargs="*", metavar="KEY=VALUE")
     set_ = actions.add_parser("set", help="set metadata keys (KEY=VALUE ...)")
-    _common(set_)
+    ask_flags(set_)
     set_.add_argument("name", metavar="NAME")
     set_.add_argument("metadata", nargs="+", metavar="KEY=VALUE")
     unset = actions.add_parser("unset", help="delete metadata keys (KEY ...)")
-    _common(unset)
+    ask_flags(unset)
     unset.add_argument("name", metavar="NAME")
     unset.add_argument("keys", nargs="+", metavar="KEY")
     for action, text in (("add-host", "add a member"), ("remove-host", "remove a member")):
         sub = actions.add_parser(action, help=text)
-        _common(sub)
+        ask_flags(sub)
         sub.add_argument("name", metavar="NAME")
         sub.add_argument("host", metavar="HOST")
     delete = actions.add_parser("delete", help="delete an aggregate with no hosts")
-    _common(delete)
+    ask_flags(delete)
     delete.add_argument("name", metavar="NAME")
 
 
