@@ -1,0 +1,245 @@
+"""Nova's side of :mod:`benchmarks.nova_manager`, run in Nova's venv (nothing of actorsched).
+
+``.venv-nova/bin/python -m benchmarks.nova_manager_side serve CONF WORKDIR HOSTS TOPIC``
+makes a Nova database in WORKDIR (SQLite: an API database with one cell mapping
+and HOSTS host mappings, a cell database with HOSTS compute nodes and their
+nova-compute services, the sizes of :func:`figures`), then runs Nova 34's own
+``nova-scheduler`` (``nova.service.Service.create``, the threading backend
+``nova/cmd/scheduler.py`` chooses, one worker) on TOPIC, prints ``READY`` and
+serves until killed. Placement is CONF's ``[placement] endpoint_override``.
+
+``.venv-nova/bin/python -m benchmarks.nova_manager_side call CONF TOPIC N MEMORY_MB HOSTS``
+makes N ``select_destinations`` calls one after the other through Nova's
+``SchedulerAPI`` and prints one JSON object: the seconds of each answered call,
+the errors by type, and how many answers named a host that is not one of the
+HOSTS (each must be a Selection list for a real host).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+_HEARTBEAT_S = 10  # nova-compute's report_interval; service_down_time is 60 s
+
+
+def host_name(i: int) -> str:
+    return f"n{i:06d}"
+
+
+def node_uuid(i: int) -> str:
+    return f"00000000-0000-4000-8000-{i:012d}"
+
+
+def figures(i: int) -> dict[str, int]:
+    """Host i's sizes and usage: those of ``benchmarks.nova_endpoint._hosts``."""
+    return {
+        "memory_mb": 262_144 + 1024 * (i % 97),
+        "memory_mb_used": 1024 * (i % 13),
+        "vcpus": 64,
+        "vcpus_used": i % 7,
+        "local_gb": 4_000,
+        "local_gb_used": i % 300,
+    }
+
+
+def _database(workdir: Path, hosts: int, transport_url: str) -> None:
+    import importlib
+
+    sa = importlib.import_module("sqlalchemy")  # Nova's venv only
+    from nova.db.api import models as api_models
+    from nova.db.main import models as main_models
+    from nova.objects import service as service_obj
+
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    cell_url = f"sqlite:///{workdir / 'cell1.db'}"
+    api = sa.create_engine(f"sqlite:///{workdir / 'api.db'}")
+    cell = sa.create_engine(cell_url)
+    api_models.BASE.metadata.create_all(api)
+    main_models.BASE.metadata.create_all(cell)
+    with api.begin() as db:
+        db.execute(
+            sa.insert(api_models.CellMapping),
+            [
+                {
+                    "uuid": "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11",
+                    "name": "cell1",
+                    "transport_url": transport_url,
+                    "database_connection": cell_url,
+                    "disabled": False,
+                    "created_at": now,
+                }
+            ],
+        )
+        db.execute(
+            sa.insert(api_models.HostMapping),
+            [{"host": host_name(i), "cell_id": 1, "created_at": now} for i in range(hosts)],
+        )
+    with cell.begin() as db:
+        db.execute(
+            sa.insert(main_models.Service),
+            [
+                {
+                    "id": i + 1,
+                    "uuid": str(uuid.UUID(int=i + 1)),
+                    "host": host_name(i),
+                    "binary": "nova-compute",
+                    "topic": "compute",
+                    "report_count": 1,
+                    "disabled": False,
+                    "forced_down": False,
+                    "version": service_obj.SERVICE_VERSION,
+                    "last_seen_up": now,
+                    "created_at": now,
+                    "updated_at": now,
+                    "deleted": 0,
+                }
+                for i in range(hosts)
+            ],
+        )
+        rows = []
+        for i in range(hosts):
+            f = figures(i)
+            rows.append(
+                {
+                    "id": i + 1,
+                    "uuid": node_uuid(i),
+                    "service_id": None,
+                    "host": host_name(i),
+                    "hypervisor_hostname": host_name(i),
+                    "hypervisor_type": "QEMU",
+                    "hypervisor_version": 8002000,
+                    "cpu_info": "{}",
+                    "host_ip": "192.0.2.1",
+                    **f,
+                    "free_ram_mb": f["memory_mb"] - f["memory_mb_used"],
+                    "free_disk_gb": f["local_gb"] - f["local_gb_used"],
+                    "current_workload": 0,
+                    "running_vms": 0,
+                    "disk_available_least": None,
+                    "supported_instances": "[]",
+                    "metrics": "[]",
+                    "pci_stats": None,
+                    "extra_resources": None,
+                    "stats": "{}",
+                    "numa_topology": None,
+                    "cpu_allocation_ratio": 4.0,
+                    "ram_allocation_ratio": 1.0,
+                    "disk_allocation_ratio": 1.0,
+                    "mapped": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                    "deleted": 0,
+                }
+            )
+        db.execute(sa.insert(main_models.ComputeNode), rows)
+
+    def beat() -> None:  # the computes' heartbeats, so that none looks down
+        while True:
+            time.sleep(_HEARTBEAT_S)
+            stamp = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+            with cell.begin() as db:
+                db.execute(
+                    sa.update(main_models.Service)
+                    .where(main_models.Service.binary == "nova-compute")
+                    .values(last_seen_up=stamp, updated_at=stamp)
+                )
+
+    threading.Thread(target=beat, daemon=True).start()
+
+
+def serve(conf: str, workdir: Path, hosts: int, topic: str) -> None:
+    from nova import monkey_patch
+
+    monkey_patch.patch(backend="threading")  # as nova/cmd/scheduler.py
+
+    import nova.conf
+    from nova import config, objects, service
+    from nova.scheduler import host_manager
+
+    config.parse_args(["nova-scheduler", "--config-file", conf])
+    objects.register_all()
+    _database(workdir, hosts, nova.conf.CONF.transport_url)
+    names = [host_name(i) for i in range(hosts)]
+    original = host_manager.HostManager._init_instance_info
+
+    def synced(self: Any, computes_by_cell: Any = None) -> None:
+        # Nova loads the instances in a thread, then each nova-compute's
+        # sync_instance_info marks its host synced; these computes run none, so
+        # every host is synced and empty (else Nova reads each host's instances
+        # from the database per request)
+        spawn = host_manager.thread_pool_factory.spawn
+        host_manager.thread_pool_factory.spawn = lambda f, *a, **k: f(*a, **k)
+        try:
+            original(self, computes_by_cell)
+        finally:
+            host_manager.thread_pool_factory.spawn = spawn
+        for name in names:
+            self._instance_info.setdefault(name, {"instances": {}})["updated"] = True
+
+    host_manager.HostManager._init_instance_info = synced
+    server = service.Service.create(binary="nova-scheduler", topic=topic)
+    service.serve(server, workers=1)
+    print("READY", flush=True)
+    service.wait()
+
+
+def call(conf: str, topic: str, calls: int, memory_mb: int, hosts: int) -> dict[str, Any]:
+    from nova import config, context, objects
+    from nova.scheduler import rpcapi
+
+    rpcapi.RPC_TOPIC = topic
+    objects.register_all()
+    config.parse_args(["bench", "--config-file", conf], init_rpc=True)
+    ctxt = context.get_admin_context()
+    api = rpcapi.SchedulerAPI()
+    flavor = objects.Flavor(
+        name="b1", flavorid="b1", memory_mb=memory_mb, vcpus=1, root_gb=1, ephemeral_gb=0,
+        swap=0, extra_specs={},
+    )  # fmt: skip
+    known = {host_name(i) for i in range(hosts)}
+    took: list[float] = []
+    errors: dict[str, int] = {}
+    unknown = 0
+    for _ in range(calls):
+        instance = str(uuid.uuid4())
+        # hydrated as Nova's API does for a boot (Nova's manager reads every field)
+        spec = objects.RequestSpec.from_components(
+            ctxt, instance, objects.ImageMeta.from_dict({"properties": {}}), flavor, None,
+            objects.InstancePCIRequests(requests=[]), {}, None, None, project_id="p",
+            user_id="u",
+        )  # fmt: skip
+        spec.is_bfv = False
+        started = time.perf_counter()
+        try:
+            answer = api.select_destinations(
+                ctxt, spec, [instance], return_objects=True, return_alternates=True
+            )
+        except Exception as exc:
+            errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+            continue
+        took.append(time.perf_counter() - started)
+        chosen = [s.service_host for alternates in answer for s in alternates]
+        if len(answer) != 1 or not chosen or not known.issuperset(chosen):
+            unknown += 1
+    return {"took": took, "errors": errors, "unknown_hosts": unknown}
+
+
+def main() -> int:
+    if sys.argv[1] == "serve":
+        conf, workdir, hosts, topic = sys.argv[2:6]
+        serve(conf, Path(workdir), int(hosts), topic)
+        return 0
+    conf, topic, calls, memory_mb, hosts = sys.argv[2:7]
+    print(json.dumps(call(conf, topic, int(calls), int(memory_mb), int(hosts))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
