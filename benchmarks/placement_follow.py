@@ -15,7 +15,7 @@ process's CPU time for the same poll, the follower's own share.
 
 Run it from the repository root (``make nova-venv`` first)::
 
-    .venv/bin/python -m benchmarks.placement_follow --providers 1000 10000
+    .venv/bin/python -m benchmarks.placement_follow --providers 1000 10000 --read-concurrency 1 8
 
 It prints one JSON line per size and a table. Not a timed test: the figures
 depend on the machine, and Placement's own cost is most of them.
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from actorsched.nova.placement import (
+    DEFAULT_READ_CONCURRENCY,
     DEFAULT_SWEEP_PER_POLL,
     PlacementClient,
     PlacementFollower,
@@ -45,6 +46,7 @@ sys.path.insert(0, str(_TESTS))  # the server and its fixture live with the test
 from placement_fixture import PlacementServer, placement_missing  # noqa: E402
 
 _CONSUMERS_PER_POST = 500
+_SEED_CONNECTIONS = 8
 _TRAITS = 20  # Nova's libvirt driver sets a few dozen COMPUTE_* capability traits
 
 
@@ -106,11 +108,18 @@ async def seed(client: PlacementClient, providers: int, instances: int) -> list[
 
 
 async def measure(url: str, providers: int, instances: int, connections: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"providers": providers, "instances": providers * instances}
-    async with PlacementClient(url, max_connections=connections, timeout=120) as client:
+    out: dict[str, Any] = {
+        "providers": providers,
+        "instances": providers * instances,
+        "read_concurrency": connections,
+    }
+    async with PlacementClient(url, max_connections=_SEED_CONNECTIONS, timeout=120) as seeder:
         started = time.perf_counter()
-        uuids = await seed(client, providers, instances)
+        uuids = await seed(seeder, providers, instances)
         out["seed_s"] = round(time.perf_counter() - started, 1)
+    # the follower's calls in flight: the client's bound, as serve's
+    # [nova] placement_read_concurrency sets it
+    async with PlacementClient(url, max_connections=connections, timeout=120) as client:
         listing = await client.request("GET", "/resource_providers?required=COMPUTE_NODE")
         out["listing_bytes"] = len(listing.body)
         follower = PlacementFollower(client, sweep_per_poll=0, max_providers=providers)
@@ -155,7 +164,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--providers", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--instances", type=int, default=2, help="instances per provider")
-    parser.add_argument("--connections", type=int, default=8, help="the client's max_connections")
+    parser.add_argument(
+        "--read-concurrency",
+        type=int,
+        nargs="+",
+        default=[DEFAULT_READ_CONCURRENCY],
+        help="the follower's calls in flight (its client's max_connections); each value "
+        "is measured against a fresh Placement of each size",
+    )
     args = parser.parse_args()
     reason = placement_missing()
     if reason is not None:
@@ -163,20 +179,22 @@ def main() -> int:
         return 2
     rows = []
     for n in args.providers:
-        with tempfile.TemporaryDirectory(prefix="placement-bench-") as state:
-            server = PlacementServer(Path(state))
-            server.start()
-            try:
-                row = asyncio.run(measure(server.url, n, args.instances, args.connections))
-            finally:
-                server.stop()
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-    print(f"{'providers':>9} {'full read':>10} {'calls':>7} {'idle poll':>10} {'calls':>5} "
-          f"{'+sweep':>8} {'calls':>5} {'1 changed':>10} {'listing':>10}")  # fmt: skip
+        for bound in args.read_concurrency:
+            with tempfile.TemporaryDirectory(prefix="placement-bench-") as state:
+                server = PlacementServer(Path(state))
+                server.start()
+                try:
+                    row = asyncio.run(measure(server.url, n, args.instances, bound))
+                finally:
+                    server.stop()
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    print(f"{'providers':>9} {'bound':>5} {'full read':>10} {'calls':>7} {'idle poll':>10} "
+          f"{'calls':>5} {'+sweep':>8} {'calls':>5} {'1 changed':>10} {'listing':>10}")  # fmt: skip
     for r in rows:
         print(
-            f"{r['providers']:>9,} {r['full_read_s']:>9}s {r['full_read_requests']:>7,} "
+            f"{r['providers']:>9,} {r['read_concurrency']:>5} "
+            f"{r['full_read_s']:>9}s {r['full_read_requests']:>7,} "
             f"{r['idle_poll_s']:>9}s {r['idle_poll_requests']:>5} "
             f"{r['idle_poll_sweep_s']:>7}s {r['idle_poll_sweep_requests']:>5} "
             f"{r['one_changed_poll_s']:>9}s {r['listing_bytes'] / 1e6:>8.2f}MB"

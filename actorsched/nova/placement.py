@@ -67,6 +67,7 @@ from ..models import HostReport, RequestSpec, Units
 
 __all__ = [
     "ALLOCATION_REQUEST_VERSION",
+    "DEFAULT_READ_CONCURRENCY",
     "MICROVERSION",
     "UNEXPRESSED",
     "AuthHook",
@@ -104,7 +105,10 @@ DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 
 DEFAULT_TIMEOUT = 10.0  # seconds per call: connect, send and the whole answer
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a listing of 10,000 providers is ~8 MB
-DEFAULT_MAX_CONNECTIONS = 8
+# calls in flight at once to Placement, and so the follower's reads of providers:
+# serve's [nova] placement_read_concurrency (Placement's own workers set what helps)
+DEFAULT_READ_CONCURRENCY = 8
+DEFAULT_MAX_CONNECTIONS = DEFAULT_READ_CONCURRENCY
 DEFAULT_MAX_PROVIDERS = 20_000
 DEFAULT_SWEEP_PER_POLL = 50
 DEFAULT_REREAD_ATTEMPTS = 3
