@@ -54,6 +54,7 @@ NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 _CELL = "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11"
 _MEMORY_MB = 512
+_SERVICE_DOWN_S = 86_400
 _READY_S = 900  # Nova's database of 10,000 hosts and its start
 # Placement's root document, which keystoneauth's discovery reads first
 _VERSIONS = json.dumps(
@@ -312,6 +313,8 @@ async def _nova(
         _conf,
         conf_path,
         tag,
+        # no nova-compute runs to heartbeat: its services stay up for the run
+        f"service_down_time = {_SERVICE_DOWN_S}\n"
         f"[placement]\nendpoint_override = http://127.0.0.1:{port}\nauth_type = none\n"
         f"[scheduler]\nmax_placement_results = {limit}\nworkers = 1\n"
         f"[database]\nconnection = sqlite:///{workdir / 'cell1.db'}\n"

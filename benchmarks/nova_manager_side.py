@@ -20,13 +20,10 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
-
-_HEARTBEAT_S = 10  # nova-compute's report_interval; service_down_time is 60 s
 
 
 def host_name(i: int) -> str:
@@ -139,19 +136,6 @@ def _database(workdir: Path, hosts: int, transport_url: str) -> None:
                 }
             )
         db.execute(sa.insert(main_models.ComputeNode), rows)
-
-    def beat() -> None:  # the computes' heartbeats, so that none looks down
-        while True:
-            time.sleep(_HEARTBEAT_S)
-            stamp = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-            with cell.begin() as db:
-                db.execute(
-                    sa.update(main_models.Service)
-                    .where(main_models.Service.binary == "nova-compute")
-                    .values(last_seen_up=stamp, updated_at=stamp)
-                )
-
-    threading.Thread(target=beat, daemon=True).start()
 
 
 def serve(conf: str, workdir: Path, hosts: int, topic: str) -> None:
