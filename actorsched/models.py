@@ -741,6 +741,17 @@ class SchedulerConfig(BaseModel):
     metrics_weight_multiplier: float = 1.0
     metrics_required: bool = True
     metrics_weight_of_unavailable: float = -10_000.0
+    # ImagePropertiesWeigher (Nova's [filter_scheduler] image_props_weight_*): 0, its
+    # default, builds no weigher; else a host weighs the instances it holds whose
+    # image shares a property (name and value) with the request's, each property
+    # weighed by its ratio in the setting (every one 1.0 when the setting is empty;
+    # a name given twice: the last ratio, as Nova's dict of them)
+    image_props_weight_multiplier: float = 0.0
+    image_props_weight_setting: Annotated[
+        list[tuple[Name, Annotated[float, Field(allow_inf_nan=False)]]],
+        Field(max_length=_MAX_IMAGE_PROPERTIES),
+        BeforeValidator(_pairs),
+    ] = _empty_list()
     claim_timeout: float = Field(600.0, gt=0)
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)

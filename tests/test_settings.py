@@ -57,6 +57,8 @@ def _other_value(model: type[BaseModel], name: str) -> Any:
         return ["CUSTOM_A", "CUSTOM_B"]
     if name == "metrics_weight_setting":  # pairs of a metric's name and its ratio
         return [("cpu.idle.time", 1.5), ("cpu.frequency", -1.0)]
+    if name == "image_props_weight_setting":  # pairs of a property's name and its ratio
+        return [("os_distro", 1.5), ("hw_machine_type", -1.0)]
     if isinstance(default, list):  # a list of names (isolated_images ...)
         return ["other-a", "other-b"]
     if typing.get_origin(info.annotation) is typing.Literal:

@@ -43,6 +43,7 @@ Rules this module keeps (everything that changes host state lives here):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -96,6 +97,7 @@ from .inventory import UNIT_FIELDS, PlacementUnits
 from .ledger import (
     Claim,
     ClaimLedger,
+    ImageProps,
     Migration,
     asks_resources_only,
     fingerprint_differences,
@@ -126,6 +128,9 @@ _FINGERPRINT_POOL = 4_096
 # (a build fails soon after its placement), which snapshots keep too; an older
 # claim reschedules by its resources and group alone.
 _KEPT_REQUESTS = 10_000
+# distinct images whose property tuples the claims share (past it, a new tuple
+# per image again: the cache is only a saving of memory)
+_MAX_IMAGES = 4_096
 # Candidate hosts a preemption frees and tries before it gives up: each try
 # is a full ranking, and a candidate fails it only when a filter outside the
 # room rules (a plug-in, a group its victims were in) refuses the host.
@@ -229,6 +234,9 @@ class SchedulerCore:
             "ImagePropertiesFilter" in names
             and config.image_properties_default_architecture is not None
         )
+        # claims keep their image's properties only for ImagePropertiesWeigher
+        self._keeps_images = config.image_props_weight_multiplier != 0
+        self._images: dict[ImageProps, ImageProps] = {}  # see _image_of
         self._oldest = np.inf  # at most the oldest reported_at of a row not marked stale
         self._swept_below = -np.inf  # rows reported before this are marked stale
         self._rng = random.Random(config.seed)
@@ -1141,8 +1149,24 @@ class SchedulerCore:
             fingerprint,
             priority=spec.priority,
             owner=spec.owner,
+            image=self._image_of(spec) if self._keeps_images else (),
         )
         self._add_claim(claim)
+
+    def _image_of(self, spec: RequestSpec) -> ImageProps:
+        """``spec``'s image properties as a claim keeps them: sorted pairs, one shared
+        tuple per distinct image (so a million claims of a few images hold a few
+        tuples; the cache is dropped past :data:`_MAX_IMAGES` distinct ones)."""
+        props = spec.image_properties
+        if not props:
+            return ()
+        image = tuple(sorted(props.items()))
+        shared = self._images.get(image)
+        if shared is None:
+            if len(self._images) >= _MAX_IMAGES:
+                self._images.clear()
+            shared = self._images[image] = image
+        return shared
 
     def _unclaim(self, uuid: str) -> Claim:
         claim = self.ledger.drop(uuid)
@@ -1277,21 +1301,9 @@ class SchedulerCore:
         # figures, the same confirmed state, so the table does not change
         if claim is not None:
             ledger.drop(instance_uuid)
-            hold = Claim(
-                migration_uuid,
-                row,
-                claim.memory_mb,
-                claim.vcpus,
-                claim.disk_gb,
-                None,  # a hold is no server group member: the group's is the instance's
-                claim.created_at,
-                source,
-                claim.alternates,
-                claim.fingerprint,
-                claim.confirmed,
-                claim.priority,
-                claim.preempted,
-                claim.owner,
+            # a hold is no server group member: the group's is the instance's
+            hold = dataclasses.replace(
+                claim, instance_uuid=migration_uuid, row=row, group_id=None, host=source
             )
         else:
             # an instance its host reports: the report's figures carry it
@@ -1309,6 +1321,7 @@ class SchedulerCore:
                 True,
                 asked.priority,
                 owner=asked.owner,
+                image=self._image_of(asked) if self._keeps_images else (),
             )
         ledger.add(hold)
         try:
@@ -1362,22 +1375,7 @@ class SchedulerCore:
         if instance_uuid in ledger.claims:
             self.release(instance_uuid, now)  # credited while its host still lists it
         hold = ledger.drop(migration_uuid)
-        claim = Claim(
-            instance_uuid,
-            hold.row,
-            hold.memory_mb,
-            hold.vcpus,
-            hold.disk_gb,
-            migration.group_id,
-            hold.created_at,
-            hold.host,
-            hold.alternates,
-            hold.fingerprint,
-            hold.confirmed,
-            hold.priority,
-            hold.preempted,
-            hold.owner,
-        )
+        claim = dataclasses.replace(hold, instance_uuid=instance_uuid, group_id=migration.group_id)
         ledger.add(claim)  # the same row, figures and state as the hold: no table change
         return True
 
@@ -1485,20 +1483,9 @@ class SchedulerCore:
             elif not self._passes(spec, row, host, now):
                 continue
             left = tuple(alternates[index + 1 :])
-            moved = Claim(
-                instance_uuid,
-                row,
-                claim.memory_mb,
-                claim.vcpus,
-                claim.disk_gb,
-                claim.group_id,
-                now,
-                host,
-                left,
-                claim.fingerprint,
-                priority=claim.priority,
-                preempted=claim.preempted,
-                owner=claim.owner,
+            # the same request's claim, assumed on the alternate
+            moved = dataclasses.replace(
+                claim, row=row, created_at=now, host=host, alternates=left, confirmed=False
             )
             self._add_claim(moved)
             self._requests[instance_uuid] = spec
@@ -1639,8 +1626,8 @@ class SchedulerCore:
         return {u: (names[c.row] or "", c.confirmed) for u, c in self.ledger.claims.items()}
 
     def digest(self) -> str:
-        """A hash of hosts, generations, figures and claims (their priorities and
-        preempted claims too): equal states, equal digests."""
+        """A hash of hosts, generations, figures and claims (their priorities,
+        preempted claims and images too): equal states, equal digests."""
         h = hashlib.sha256()
         for host in sorted(self.table.row_of):
             row = self.table.row_of[host]
@@ -1678,6 +1665,8 @@ class SchedulerCore:
             )
             if c.priority or c.preempted:  # none: the digest of before priorities
                 h.update(repr((c.priority, list(c.preempted))).encode())
+            if c.image:  # none: the digest of before images
+                h.update(repr(c.image).encode())
         for uuid in sorted(self.ledger.migrations):  # none: the digest of before moves
             h.update(repr(self.ledger.migrations[uuid]).encode())
         return h.hexdigest()

@@ -16,7 +16,8 @@ Rules this module keeps:
   zone ids, trait bits and facts ids are never exposed, so a snapshot
   survives any change of the table's layout. A host's facts (the report's
   ``FACT_FIELDS``, shared by most hosts) are written once per distinct value
-  (:meth:`CoreImage.facts_section`), each host naming its own by position.
+  (:meth:`CoreImage.facts_section`), each host naming its own by position;
+  so is a claim's image (:meth:`CoreImage.image_section`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..models import Aggregate, RequestSpec
 from .engine import SchedulerCore
 from .host_facts import HostFacts
 from .inventory import NO_UNITS, UNIT_FIELDS
-from .ledger import Claim, Migration
+from .ledger import Claim, ImageProps, Migration
 from .table import REPORT_COLUMNS, Inventory, RowUnits
 
 __all__ = ["CLAIM_COLUMNS", "CREDIT_COLUMNS", "REQUEST_COLUMNS", "CoreImage", "capture"]
@@ -57,6 +58,7 @@ CLAIM_COLUMNS = (
     "priority",
     "preempted",
     "owner",
+    "image",
 )
 # the requests kept for a reschedule or move, beside the list of distinct
 # specs: each uuid one is kept for, in the order they were kept, and the index
@@ -170,9 +172,24 @@ class CoreImage:
             for m in self.migrations
         ]
 
+    def _image_index(self) -> dict[ImageProps, int]:
+        """Each distinct image some claim keeps, by first appearance: its position."""
+        index: dict[ImageProps, int] = {}
+        for c, _ in self.claims:
+            if c.image and c.image not in index:
+                index[c.image] = len(index)
+        return index
+
+    def image_section(self) -> list[dict[str, str]]:
+        """Each distinct set of image properties some claim keeps, once, as an
+        object of them; the ``image`` column of :meth:`claim_columns` indexes it."""
+        return [dict(image) for image in self._image_index()]
+
     def claim_columns(self) -> dict[str, list[Any]]:
-        """Every live claim, one list per name in :data:`CLAIM_COLUMNS`."""
+        """Every live claim, one list per name in :data:`CLAIM_COLUMNS` (``image``:
+        the position of its image in :meth:`image_section`, None for none)."""
         names = self.names
+        images = self._image_index()
         rows = [
             (
                 c.instance_uuid,
@@ -188,6 +205,7 @@ class CoreImage:
                 c.priority,
                 c.preempted,  # a tuple: json.dumps writes it as a list
                 c.owner,
+                images[c.image] if c.image else None,
             )
             for c, confirmed in self.claims
         ]

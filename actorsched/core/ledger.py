@@ -16,6 +16,11 @@ Rules this module keeps:
   (:func:`request_fingerprint`), so a repeat of its uuid can be told from
   another request that reuses the uuid. None means unknown (a claim
   restored from an older snapshot): any repeat is then accepted.
+* A claim may keep its request's image properties (``image``, name and
+  value pairs, sorted; the engine fills it while ImagePropertiesWeigher is
+  built), and the ledger counts, per pair, the claims of each row that
+  carry it (``image_rows``): what that weigher reads, as Nova's reads the
+  images of a host's instances.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ __all__ = [
     "NON_RESOURCE_FIELDS",
     "Claim",
     "ClaimLedger",
+    "ImageProps",
     "Migration",
     "asks_resources_only",
     "fingerprint_differences",
@@ -40,6 +46,9 @@ __all__ = [
 ]
 
 _NOTHING: frozenset[str] = frozenset()
+
+# an instance's image properties, as (name, value) pairs sorted by name
+ImageProps = tuple[tuple[str, str], ...]
 
 # A list longer than this (as JSON) is fingerprinted by a digest of it, so a
 # claim never keeps a request's 10,000-uuid hint list: the fingerprint stays
@@ -253,6 +262,7 @@ class Claim:
     priority: int = 0  # its request's priority: what a preemption compares
     preempted: tuple[str, ...] = ()  # the claims its placement released to make room
     owner: str | None = None  # its request's owner (the broker user); None: anyone's
+    image: ImageProps = ()  # its request's image properties (ImagePropertiesWeigher)
 
     @property
     def selection(self) -> Selection:
@@ -314,6 +324,8 @@ class ClaimLedger:
     # migration uuid of each instance moving
     migrations: dict[str, Migration] = field(default_factory=dict)
     moving: dict[str, str] = field(default_factory=dict)
+    # per image property (name, value): how many claims of each row carry it
+    image_rows: dict[tuple[str, str], Counter[int]] = field(default_factory=dict)
 
     def listed_on(self, row: int) -> frozenset[str]:
         """The instances the last report of ``row`` listed."""
@@ -362,6 +374,8 @@ class ClaimLedger:
         on_row.add(claim.instance_uuid)
         if claim.group_id is not None:
             self.group_rows.setdefault(claim.group_id, Counter())[claim.row] += 1
+        for pair in claim.image:
+            self.image_rows.setdefault(pair, Counter())[claim.row] += 1
 
     def drop(self, uuid: str) -> Claim:
         claim = self.claims.pop(uuid)
@@ -380,6 +394,13 @@ class ClaimLedger:
                 del rows[claim.row]
             if not rows:
                 del self.group_rows[claim.group_id]
+        for pair in claim.image:
+            counts = self.image_rows[pair]
+            counts[claim.row] -= 1
+            if counts[claim.row] <= 0:
+                del counts[claim.row]
+            if not counts:
+                del self.image_rows[pair]
         return claim
 
     def group_members(self, group_id: str) -> Counter[int]:

@@ -78,6 +78,7 @@ from .weighers import (
     ColumnWeigher,
     FactsWeigher,
     HostWeigher,
+    ImagePropertiesWeigher,
     SoftGroupWeigher,
     builtin_weighers,
     multiplier_key,
@@ -392,8 +393,8 @@ class Ranker:
         if self._weighs_filled:
             self.top = self._top_nova34  # type: ignore[method-assign]
         # When every per-request filter and weigher left is a built-in that says
-        # nothing (returns None) for a request with no zone, traits, group or
-        # host hints, such a request need not even call them.
+        # nothing (returns None) for a request with no zone, traits, group, host
+        # hints or image properties, such a request need not even call them.
         self._guards: list[_Guard] = [
             f for f in self._request_filters if isinstance(f, _GUARD_FILTERS)
         ]
@@ -414,7 +415,10 @@ class Ranker:
             all(
                 type(f) in _HINT_FILTERS or type(f) in _GUARD_FILTERS for f in self._request_filters
             )
-            and all(isinstance(w, SoftGroupWeigher | FactsWeigher) for w in self._other_weighers)
+            and all(
+                isinstance(w, SoftGroupWeigher | FactsWeigher | ImagePropertiesWeigher)
+                for w in self._other_weighers
+            )
             and not self._weighed_checks
         )
 

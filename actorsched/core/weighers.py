@@ -58,6 +58,22 @@ then) fails the request with InvalidRequest, as Nova's weigher raises
 ComputeHostMetricNotFound (:meth:`MetricsWeigher.check_weighed`; the
 MetricsFilter keeps such hosts out). No setting: it says nothing.
 
+ImagePropertiesWeigher (Nova's, 31.0.0 and later) weighs, per host, the
+image properties (name and value) the request's image shares with the
+images of the instances the host holds: each shared property counts the
+instances that have it, times its ratio in ``image_props_weight_setting``
+(1 each when the setting is empty; a property the setting does not name
+weighs 0 then), plain min-max. What a host holds is the claims the ledger
+counts per property (``ClaimLedger.image_rows``): the instances actorsched
+placed there, from the moment of their claim (Nova counts an instance from
+its compute's next instance cast), and not the earlier instances of the
+same request (Nova's multi-create does not add them to a HostState's
+instances either). An instance a host reports that actorsched did not place
+counts no property (Nova reads its image from its database, which
+actorsched does not read). Built only when its multiplier is not 0: Nova's
+weigher weighs nothing with a configured 0, whatever an aggregate's
+``image_props_weight_multiplier`` says.
+
 A weigher may also name a ``multiplier_key``: an aggregate metadata key
 that overrides its multiplier for the hosts of that aggregate, as Nova's
 weighers read theirs through ``utils.get_weight_multiplier`` (19.0.0 and
@@ -71,6 +87,7 @@ weight is ``multiplier(host) x (value - lo) / (hi - lo)``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -88,6 +105,7 @@ __all__ = [
     "ColumnWeigher",
     "HostWeigher",
     "HypervisorVersionWeigher",
+    "ImagePropertiesWeigher",
     "MetricsWeigher",
     "SoftGroupWeigher",
     "builtin_weighers",
@@ -381,11 +399,55 @@ class MetricsWeigher:
             )
 
 
+class ImagePropertiesWeigher:
+    """Hosts holding instances of the request's image properties weigh more (see
+    the module's rules): Nova's ImagePropertiesWeigher; plain min-max."""
+
+    minval: float | None = None
+    multiplier_key = "image_props_weight_multiplier"
+
+    def __init__(
+        self, name: str, multiplier: float, setting: Sequence[tuple[str, float]] = ()
+    ) -> None:
+        self.name = name
+        self.multiplier = multiplier
+        self.setting = dict(setting)  # Nova's dict: a name given twice, its last ratio
+
+    def _ratio(self, key: str) -> float:
+        return self.setting.get(key, 0.0) if self.setting else 1.0
+
+    def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
+        props = ctx.spec.image_properties
+        held = ctx.ledger.image_rows
+        if not props or not held:
+            return None
+        n = table.n
+        raw = np.zeros(n, dtype=np.float64)
+        weighed = False
+        for key in sorted(props):  # one order: the same sum every time
+            ratio = self._ratio(key)
+            rows = held.get((key, props[key]))
+            if not rows or ratio == 0:
+                continue
+            at = np.fromiter(rows.keys(), dtype=np.intp, count=len(rows))
+            raw[at] += ratio * np.fromiter(rows.values(), dtype=np.float64, count=len(rows))
+            # this request's earlier instances (they carry its image) do not count
+            for row in ctx.chosen_rows:
+                raw[row] -= ratio
+            weighed = True
+        if not weighed:
+            return None
+        live = raw[table.active[:n]]
+        if not live.size or live.min() == live.max():
+            return None  # every host weighs the same
+        return raw
+
+
 def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
     """Nova's weighers that actorsched builds, with the multipliers from ``config``
     (HypervisorVersionWeigher under ``nova_release`` 34 or with a multiplier set:
     Nova 18 has none; MetricsWeigher with a ``metrics_weight_setting``: without
-    one it weighs nothing)."""
+    one it weighs nothing; ImagePropertiesWeigher with a multiplier that is not 0)."""
     facts: list[HostWeigher] = [
         BuildFailureWeigher("BuildFailureWeigher", config.build_failure_weight_multiplier)
     ]
@@ -393,6 +455,14 @@ def builtin_weighers(config: SchedulerConfig) -> list[HostWeigher]:
         facts.append(
             HypervisorVersionWeigher(
                 "HypervisorVersionWeigher", config.hypervisor_version_weight_multiplier
+            )
+        )
+    if config.image_props_weight_multiplier != 0:
+        facts.append(
+            ImagePropertiesWeigher(
+                "ImagePropertiesWeigher",
+                config.image_props_weight_multiplier,
+                config.image_props_weight_setting,
             )
         )
     if config.metrics_weight_setting:

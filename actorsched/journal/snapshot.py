@@ -7,7 +7,9 @@ Rules this module keeps:
   node, the instances it listed) and when it was applied; per claim its uuid,
   host, resources, server group, creation time, whether a report confirmed
   it, its selection (with the claims its placement preempted), its request's
-  fingerprint and priority (format 6) and its owner (format 10); per released instance
+  fingerprint and priority (format 6), its owner (format 10) and its image's
+  properties (format 11: each distinct set once, in ``images``, and per claim
+  the index of its own, or None); per released instance
   its credit; per host aggregate its name, hosts and metadata. Rows, zone
   ids and trait bits never appear, so a snapshot outlives table changes.
   Per open move (format 5) its migration and instance uuids, what was
@@ -62,6 +64,8 @@ __all__ = ["SNAPSHOT_FORMAT", "encode", "restore"]
 
 log = logging.getLogger("actorsched.journal")
 
+# 11: as 10, and each claim's image properties (the distinct sets once, in
+# images; a claims column image names each one's, None for none);
 # 10: as 9, and each claim's owner (the broker user that placed it, or None);
 # 9: as 8, and host_facts entries may give failed_builds and metrics;
 # 8: as 7, and each host's vcpus_reserved, local_gb_reserved and Placement
@@ -78,9 +82,10 @@ log = logging.getLogger("actorsched.journal")
 # claims, no kept requests; before 5: no moves; before 4: no aggregates, no
 # host ratios, nodes named as their hosts; 1 and 2 have no fingerprints; before
 # 8: no reserved vCPUs or disk, no units; before 10: no claim has an owner, so
-# only an unscoped caller, an admin, may act on those claims).
-SNAPSHOT_FORMAT = 10
-_READ = (1, 2, 3, 4, 5, 6, 7, 8, 9, SNAPSHOT_FORMAT)
+# only an unscoped caller, an admin, may act on those claims; before 11: no claim
+# keeps its image, so ImagePropertiesWeigher counts none of them).
+SNAPSHOT_FORMAT = 11
+_READ = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, SNAPSHOT_FORMAT)
 # the facts a host_facts entry may give before format 9
 _FACT_FIELDS_8 = tuple(f for f in FACT_FIELDS if f not in ("failed_builds", "metrics"))
 # a host's columns (format 8): its report's fields but the facts, and the
@@ -91,7 +96,8 @@ _HOST_FIELDS_7 = tuple(f for f in _HOST_FIELDS if f not in _NEW_IN_8)
 _HOST_FIELDS_6 = _HOST_FIELDS_7[:-1]
 _RATIO_FIELDS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 _HOST_FIELDS_3 = tuple(f for f in _HOST_FIELDS_6 if f not in (*_RATIO_FIELDS, "node"))
-_CLAIM_COLUMNS_9 = tuple(c for c in CLAIM_COLUMNS if c != "owner")
+_CLAIM_COLUMNS_10 = tuple(c for c in CLAIM_COLUMNS if c != "image")
+_CLAIM_COLUMNS_9 = tuple(c for c in _CLAIM_COLUMNS_10 if c != "owner")
 _CLAIM_COLUMNS_5 = tuple(c for c in _CLAIM_COLUMNS_9 if c not in ("priority", "preempted"))
 _CLAIM_COLUMNS_2 = tuple(c for c in _CLAIM_COLUMNS_5 if c != "fingerprint")
 # RequestSpec.priority's bounds (a test holds the two together)
@@ -114,6 +120,7 @@ def encode(image: CoreImage) -> str:
             "moves": image.migration_list(),
             "requests": image.request_section(),
             "host_facts": image.facts_section(),
+            "images": image.image_section(),
         },
         separators=(",", ":"),
     )
@@ -161,7 +168,9 @@ def restore(core: SchedulerCore, text: str) -> None:
             {"reported_at": r.pop("reported_at"), "report": _with_facts(r, facts)} for r in rows
         ]
         credits = _rows(data["released"], CREDIT_COLUMNS, "released")
-        columns: tuple[str, ...] = CLAIM_COLUMNS if data["format"] >= 10 else _CLAIM_COLUMNS_9
+        columns: tuple[str, ...] = (
+            CLAIM_COLUMNS if fmt >= 11 else _CLAIM_COLUMNS_10 if fmt >= 10 else _CLAIM_COLUMNS_9
+        )
         if data["format"] < 6:
             columns = _CLAIM_COLUMNS_5 if data["format"] >= 3 else _CLAIM_COLUMNS_2
         claims = _rows(data["claims"], columns, "claims")
@@ -187,6 +196,7 @@ def restore(core: SchedulerCore, text: str) -> None:
         selection = Selection(instance_uuid=credit["instance_uuid"], host=credit["host"])
         core.restore_claims(spec, [selection], 0.0, from_spec=False)
         core.release(credit["instance_uuid"], 0.0)
+    images = _images(data.get("images")) if data["format"] >= 11 else []
     moves = data.get("moves", []) if data["format"] >= 5 else []
     # a move's hold and destination are settled by restore_migration, after
     moving = {
@@ -207,6 +217,7 @@ def restore(core: SchedulerCore, text: str) -> None:
                 claim["group_id"],
                 _priority(claim),
                 _owner(claim),
+                _image(claim, images),
             ),
             [selection],
             float(claim["created_at"]),
@@ -349,6 +360,33 @@ def _restore_moves(core: SchedulerCore, entries: Any) -> None:
         )
 
 
+def _images(section: Any) -> list[dict[str, str]]:
+    """The distinct claim images of a format 11 snapshot, each checked to be an
+    object of texts."""
+    if not isinstance(section, list):
+        raise ValueError("snapshot images must be a list")
+    for index, entry in enumerate(section):
+        if not isinstance(entry, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in entry.items()
+        ):
+            raise ValueError(f"snapshot images {index} must be an object of texts")
+    return section
+
+
+def _image(claim: dict[str, Any], images: list[dict[str, str]]) -> dict[str, str]:
+    """A claim's image properties (its ``image`` index into ``images``), checked;
+    none before format 11."""
+    at = claim.get("image")
+    if at is None:
+        return {}
+    if type(at) is not int or not 0 <= at < len(images):
+        raise ValueError(
+            f"claim {claim['instance_uuid']!r} names image {at!r}, not an index of "
+            f"the {len(images)} images"
+        )
+    return images[at]
+
+
 def _owner(claim: dict[str, Any]) -> str | None:
     """A claim's owner, checked (None before format 10, which kept none)."""
     owner = claim.get("owner")
@@ -363,9 +401,11 @@ def _spec(
     group_id: str | None,
     priority: int = 0,
     owner: str | None = None,
+    image: dict[str, str] | None = None,
 ) -> RequestSpec:
-    # restore_claims reads only the resources, the group id, the priority and the
-    # owner of a spec; the policy is not part of a claim, so any valid one carries the id
+    # restore_claims reads only the resources, the group id, the priority, the owner
+    # and the image of a spec; the policy is not part of a claim, so any valid one
+    # carries the id
     group = None if group_id is None else ServerGroup(id=group_id, policy="affinity")
     return RequestSpec(
         instance_uuids=[uuid],
@@ -375,4 +415,5 @@ def _spec(
         group=group,
         priority=priority,
         owner=owner,
+        image_properties=image or {},
     )

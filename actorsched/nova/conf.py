@@ -83,6 +83,7 @@ DEFAULTS: Mapping[tuple[str, str], Any] = {
     ("filter_scheduler", "hypervisor_version_weight_multiplier"): 1.0,
     ("filter_scheduler", "pci_weight_multiplier"): 1.0,
     ("filter_scheduler", "image_props_weight_multiplier"): 0.0,
+    ("filter_scheduler", "image_props_weight_setting"): [],
     ("filter_scheduler", "host_subset_size"): 1,
     ("filter_scheduler", "shuffle_best_same_weighed_hosts"): False,
     ("filter_scheduler", "max_instances_per_host"): 50,
@@ -168,6 +169,7 @@ _WEIGHERS = {
     "HypervisorVersionWeigher": "hypervisor_version_weight_multiplier",
     "BuildFailureWeigher": "build_failure_weight_multiplier",
     "MetricsWeigher": "metrics_weight_multiplier",
+    "ImagePropertiesWeigher": "image_props_weight_multiplier",
 }
 # where each multiplier is read: [filter_scheduler] <setting>, but these
 _MULTIPLIER_OPTIONS = {"metrics_weight_multiplier": ("metrics", "weight_multiplier")}
@@ -176,7 +178,6 @@ _MULTIPLIER_OPTIONS = {"metrics_weight_multiplier": ("metrics", "weight_multipli
 _NO_OP_WEIGHERS = {
     "CrossCellWeigher": "actorsched serves one cell",
     "PCIWeigher": "hosts report no PCI devices",
-    "ImagePropertiesWeigher": "its multiplier must be 0 (it is not built)",
 }
 _ALL_WEIGHERS = "all_weighers"
 _TRUE = ("true", "yes", "on", "1")
@@ -280,6 +281,12 @@ class NovaConfig:
     values: Mapping[tuple[str, str], Any] = field(default_factory=dict)
     # [placement]: how Nova authenticates to Placement (keystoneauth options)
     placement_auth: PlacementAuth = field(default_factory=PlacementAuth)
+
+    @property
+    def weighs_images(self) -> bool:
+        """ImagePropertiesWeigher is built (its multiplier is not 0)."""
+        multiplier = self.scheduler.get("image_props_weight_multiplier", (0.0, ""))[0]
+        return bool(multiplier)
 
     def source(self, option: str) -> str:
         """``nova.conf PATH [group] option``: how ``actorsched config`` names a source."""
@@ -487,13 +494,12 @@ def read(path: str) -> NovaConfig:
             "weighers that change no order here: "
             + "; ".join(f"{w} ({_NO_OP_WEIGHERS[w]})" for w in noops)
         )
-    if values[("filter_scheduler", "image_props_weight_multiplier")] and (
-        every or "ImagePropertiesWeigher" in classes
-    ):
-        warnings.append(
-            "image_props_weight_multiplier is not 0 but ImagePropertiesWeigher is not built "
-            "in actorsched: it weighs nothing"
-        )
+    images, ignored = weight_setting(
+        values[("filter_scheduler", "image_props_weight_setting")],
+        "[filter_scheduler] image_props_weight_setting",
+    )
+    warnings += ignored
+    put("image_props_weight_setting", images, "filter_scheduler", "image_props_weight_setting")
     unknown = [
         c for c in classes if c != _ALL_WEIGHERS and c not in _WEIGHERS and c not in _NO_OP_WEIGHERS
     ]

@@ -498,7 +498,10 @@ class NovaEndpoint:
             raise _bad("instance_uuids must be a list of strings")
         try:
             request = objects.request_from_primitive(
-                args["spec_obj"], uuids, filters=self.nova.nova_filters
+                args["spec_obj"],
+                uuids,
+                filters=self.nova.nova_filters,
+                weighs_images=self.nova.weighs_images,
             )
         except objects.UnsupportedObject as exc:
             raise _bad(str(exc)) from None

@@ -19,7 +19,8 @@ Rules this module keeps:
   aggregates) refuses the request with :class:`Unsupported`, naming the
   field. The image properties ImagePropertiesFilter reads become
   ``image_properties`` (every property of the image, as Nova's ``str()`` of
-  it, when AggregateImagePropertiesIsolation is enabled); the image's id,
+  it, when AggregateImagePropertiesIsolation is enabled or
+  ImagePropertiesWeigher built); the image's id,
   which IsolatedHostsFilter reads, ``image_id``; the ``query`` scheduler
   hint, when JsonFilter is enabled, ``query``; the flavor's extra specs,
   which ComputeCapabilitiesFilter and AggregateInstanceExtraSpecsFilter
@@ -283,13 +284,16 @@ def request_from_primitive(
     instance_uuids: Sequence[str] | None,
     *,
     filters: Collection[str] = (),
+    weighs_images: bool = False,
 ) -> NovaRequest:
     """The actorsched request of a Nova ``RequestSpec`` primitive.
 
     ``filters`` are Nova's enabled filters (from nova.conf). Every filter of
     Nova's that reads the request is built now (ComputeCapabilitiesFilter and
     ImagePropertiesFilter too), so none refuses it by itself; what no filter
-    of actorsched's honours yet is refused whatever is enabled.
+    of actorsched's honours yet is refused whatever is enabled. ``weighs_images``
+    (ImagePropertiesWeigher is built) reads every image property, as
+    AggregateImagePropertiesIsolation does.
     Raises :class:`UnsupportedObject` for a primitive it cannot read and
     pydantic's ``ValidationError`` for a field out of actorsched's bounds.
     """
@@ -356,7 +360,9 @@ def request_from_primitive(
         flavor_name=flavor.get("name"),
         extra_specs=extra_specs,
         project_id=spec.get("project_id"),
-        image_properties=_image_properties(props, "AggregateImagePropertiesIsolation" in filters),
+        image_properties=_image_properties(
+            props, weighs_images or "AggregateImagePropertiesIsolation" in filters
+        ),
         image_id=_image_id(image),
         query=_query(hints) if "JsonFilter" in filters else None,
         force_hosts=_strings(spec.get("force_hosts"), "spec_obj.force_hosts"),

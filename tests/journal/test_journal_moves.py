@@ -127,6 +127,8 @@ def test_a_format_4_snapshot_still_restores() -> None:
     assert data["claims"].pop("preempted") == [[]]
     del data["requests"]
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 4
     again = SchedulerCore(SchedulerConfig(seed=1))
     restore(again, json.dumps(data))

@@ -40,8 +40,10 @@ def test_columns_round_trip_to_the_same_state() -> None:
     core = _busy_core(node="c-node")
     text = encode(capture(core))
     data = json.loads(text)
-    assert data["format"] == SNAPSHOT_FORMAT == 10
+    assert data["format"] == SNAPSHOT_FORMAT == 11
     assert data["host_facts"] == []  # no host reports facts
+    assert data["images"] == []  # no claim keeps an image (no ImagePropertiesWeigher)
+    assert set(data["claims"]["image"]) == {None}
     assert set(data["hosts"]["host_facts"]) == {None}
     assert data["hosts"]["host"] == ["a", "c"]  # b was removed
     assert data["hosts"]["node"] == [None, "c-node"]  # None: named as its host
@@ -73,6 +75,8 @@ def format_5(core: SchedulerCore) -> dict[str, Any]:
     assert all(not p for p in data["claims"].pop("preempted"))
     del data["requests"]
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 5
     return data
 
@@ -87,6 +91,8 @@ def _format_3(core: SchedulerCore) -> str:
         assert set(data["hosts"].pop(field)) == {None}
     del data["hosts"]["node"]
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 3
     return json.dumps(data)
 
@@ -113,6 +119,8 @@ def _format_2(core: SchedulerCore) -> str:
     data = json.loads(_format_3(core))
     del data["claims"]["fingerprint"]
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 2
     return json.dumps(data)
 

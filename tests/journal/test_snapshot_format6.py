@@ -164,6 +164,8 @@ def _format_5(core: SchedulerCore) -> str:
     for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
         assert set(data["hosts"].pop(column)) <= {None}
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 5
     return json.dumps(data)
 
@@ -352,6 +354,8 @@ def test_a_format_5_snapshot_with_format_6_columns_is_refused() -> None:
     for column in ("memory_mb_units", "vcpus_units", "local_gb_units"):
         assert set(data["hosts"].pop(column)) <= {None}
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 5
     with pytest.raises(ValueError, match="snapshot claims must have exactly the columns"):
         restore(SchedulerCore(CONFIG), json.dumps(data))

@@ -110,6 +110,8 @@ def _format_7(core: SchedulerCore) -> dict[str, Any]:
     for column in UNIT_FIELDS:
         assert set(data["hosts"].pop(column)) <= {None}
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 7
     return data
 
@@ -129,6 +131,8 @@ def test_a_format_7_snapshot_restores_with_nothing_reserved_and_no_units() -> No
 def test_a_format_7_snapshot_with_format_8_columns_is_refused() -> None:
     data = json.loads(encode(capture(_core())))
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 7
     with pytest.raises(ValueError, match="snapshot hosts must have exactly the columns"):
         restore(SchedulerCore(CONFIG), json.dumps(data))

@@ -65,6 +65,8 @@ def _format_8(core: SchedulerCore) -> dict[str, Any]:
         entry.pop("failed_builds", None)
         entry.pop("metrics", None)
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 8
     return data
 
@@ -86,6 +88,8 @@ def test_a_format_8_snapshot_restores_with_no_failed_builds_and_no_metrics() -> 
 def test_a_format_8_snapshot_whose_facts_give_failed_builds_is_refused() -> None:
     data = json.loads(encode(capture(_core())))
     data["claims"].pop("owner", None)  # format 10's
+    data["claims"].pop("image", None)  # format 11's
+    data.pop("images", None)
     data["format"] = 8
     with pytest.raises(ValueError, match="host_facts 0 must be an object of some of"):
         restore(SchedulerCore(CONFIG), json.dumps(data))

@@ -373,3 +373,55 @@ def test_an_object_of_another_major_version_is_refused_by_name() -> None:
         objects.request_from_primitive(primitive, ["x"])
     with pytest.raises(objects.UnsupportedObject, match="is a 'Flavor', not a 'RequestSpec'"):
         objects.request_from_primitive({**primitive, "nova_object.name": "Flavor"}, ["x"])
+
+
+@needs_nova
+def test_image_props_weigher_options_and_every_image_property(tmp_path: Path) -> None:
+    """ImagePropertiesWeigher is built: its multiplier and setting are read from
+    nova.conf (off, 0, by default as in Nova 34; no line says it is not built), and
+    with it on a request carries every property of its image as Nova's ``str()`` of
+    it, as the weigher compares them (without it, only ImagePropertiesFilter's)."""
+    path = tmp_path / "nova.conf"
+    path.write_text("[filter_scheduler]\nenabled_filters = ComputeFilter\n")
+    conf = read(str(path))
+    assert conf.scheduler["image_props_weight_multiplier"] == (
+        0.0,
+        "[filter_scheduler] image_props_weight_multiplier",
+    )
+    assert not conf.weighs_images
+    path.write_text(
+        "[filter_scheduler]\nimage_props_weight_multiplier = -2.5\n"
+        "image_props_weight_setting = os_distro=1.5, nope, hw_machine_type=0\n"
+    )
+    conf = read(str(path))
+    assert conf.weighs_images
+    assert conf.scheduler["image_props_weight_multiplier"][0] == -2.5
+    assert conf.scheduler["image_props_weight_setting"] == (
+        [("os_distro", 1.5), ("hw_machine_type", 0.0)],
+        "[filter_scheduler] image_props_weight_setting",
+    )
+    text = "\n".join(conf.warnings)
+    assert "image_props_weight_setting: ignoring nope" in text
+    assert "ImagePropertiesWeigher" not in text, text
+    specs = [
+        {
+            "image_properties": {
+                "os_distro": "linux",
+                "hw_machine_type": "pc",
+                "hw_cpu_cores": 2,
+                "hw_architecture": "x86_64",
+            }
+        }
+    ]
+    specs_path = tmp_path / "specs.json"
+    specs_path.write_text(json.dumps(specs))
+    [primitive] = _oracle("spec", str(specs_path))
+    every = objects.request_from_primitive(primitive, None, weighs_images=True).spec
+    assert every.image_properties == {
+        "os_distro": "linux",
+        "hw_machine_type": "pc",
+        "hw_cpu_cores": "2",
+        "hw_architecture": "x86_64",
+    }
+    only = objects.request_from_primitive(primitive, None).spec
+    assert only.image_properties == {"hw_architecture": "x86_64"}
