@@ -26,6 +26,7 @@ that ends with ``# pragma: no mutate``.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,7 +143,10 @@ def _constant_change(value: object) -> str | None:
     if isinstance(value, int):
         return repr(value + 1)
     if isinstance(value, float):
-        return repr(value + 1.0)
+        changed = value + 1.0
+        if changed == value:  # too large for + 1 to change it (1e300): twice it
+            changed = value * 2.0
+        return repr(changed) if math.isfinite(changed) and changed != value else None
     if isinstance(value, str):
         return repr(f"XX{value}XX")
     return None

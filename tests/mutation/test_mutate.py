@@ -274,3 +274,13 @@ def test_a_run_on_a_toy_package_kills_catches_and_leaves_what_it_should(tmp_path
     assert runs["label"].status == "survived"
     assert runs["unused"].status == "not covered"
     assert (tree / "toy" / "calc.py").read_text().count("a + b") == 1  # no file was changed
+
+
+def test_a_float_too_large_for_plus_one_is_doubled_not_left_equal() -> None:
+    """1e300 + 1.0 is 1e300: that mutant changed nothing (its repr, 1e+300, is the
+    same number), which the sample test above caught once the population moved."""
+    import mutants
+
+    assert mutants._constant_change(1e300) == repr(2e300)
+    assert mutants._constant_change(2.5) == "3.5"
+    assert mutants._constant_change(1.7e308) is None  # twice it is no number
