@@ -17,7 +17,10 @@ What runs is Nova's own code: ``HostState`` refreshed from ``ComputeNode``
 records (``HostState.update``), ``HostManager.get_filtered_hosts`` over the
 configuration's ``enabled_filters`` and ``get_weighed_hosts`` over all of
 Nova's weighers, ``SchedulerManager._consume_selected_host`` after each claim,
-as ``SchedulerManager._schedule`` walks a multi-instance request.
+as ``SchedulerManager._schedule`` walks a multi-instance request. An API
+database naming the hosts' cell and that cell's database (SQLite files) are
+there for ImagePropertiesWeigher, which looks them up; each listed instance
+carries its image's properties in its system_metadata, as the cell holds it.
 
 Placement's part (RAM, vCPU and disk with each provider's own allocation
 ratio and ``max_unit``, a class asked 0 of not asked at all; required and
@@ -42,6 +45,7 @@ from typing import Any
 __all__ = [
     "CONFIGS",
     "FORMER",
+    "IMAGE_CONFIGS",
     "KNOWN_TAGS",
     "features",
     "generate",
@@ -157,6 +161,22 @@ CONFIGS: dict[str, dict[str, Any]] = {
             "build_failure_weight_multiplier": 0.0,
         },
     },
+    # ImagePropertiesWeigher on (Nova 34's default multiplier 0 turns it off): the
+    # instances the hosts list carry images (``instance_images``)
+    "image_props": {
+        "filters": [*NOVA_DEFAULT_FILTERS, "AggregateInstanceExtraSpecsFilter"],
+        "options": {"image_props_weight_multiplier": 2.0},
+    },
+    # negative: images spread; per-property ratios (an unnamed property weighs 0)
+    "image_props_setting": {
+        "filters": [*NOVA_DEFAULT_FILTERS, *_LIMIT_FILTERS],
+        "options": {
+            "image_props_weight_multiplier": -1.5,
+            "image_props_weight_setting": ["os_distro=1.0", "os_type=0.5", "hw_cpu_cores=0.25"],
+            "ram_weight_multiplier": 0.5,
+            "max_instances_per_host": 9,
+        },
+    },
     # MetricsFilter with MetricsWeigher (required, Nova's pairing)
     "metrics": {
         "filters": [*NOVA_DEFAULT_FILTERS, "MetricsFilter"],
@@ -183,6 +203,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     },
 }
 CONFIG_NAMES = tuple(CONFIGS)
+# the configurations whose hosts' instances carry images (ImagePropertiesWeigher)
+IMAGE_CONFIGS = frozenset(
+    name for name, c in CONFIGS.items() if c["options"].get("image_props_weight_multiplier")
+)
 
 # The ratio a compute node reports when nova.conf sets none ([DEFAULT]
 # initial_*_allocation_ratio, nova/conf/compute.py:530-564), which is also
@@ -294,6 +318,7 @@ _WEIGHT_MULTIPLIER_KEYS = (
     "io_ops_weight_multiplier",
     "build_failure_weight_multiplier",
     "metrics_weight_multiplier",
+    "image_props_weight_multiplier",
 )
 _RATIO_KEYS = ("ram_allocation_ratio", "cpu_allocation_ratio", "disk_allocation_ratio")
 # image properties AggregateImagePropertiesIsolation compares (none ImagePropertiesFilter
@@ -332,6 +357,8 @@ _METRICS: dict[str, tuple[int, ...]] = {
     "cpu.iowait.time": (0, 9),
 }
 _NUMERIC_OPS = ("=", "==", "!=", ">=", "<=")
+# an instance's image may hold, besides those, a property no request asks for
+_INSTANCE_IMAGE_PROPERTIES = {**_IMAGE_PROPERTIES, "hw_machine_type": ("pc", "q35")}
 
 
 def _uuid(rng: random.Random) -> str:
@@ -396,6 +423,12 @@ def _host(rng: random.Random, name: str, several: bool, over: bool) -> dict[str,
         metric: rng.choice(values) for metric, values in _METRICS.items() if rng.random() >= 0.2
     }
     return host
+
+
+def _image(rng: random.Random) -> dict[str, str]:
+    """The properties of a listed instance's image (none, or one to three)."""
+    keys = rng.sample(sorted(_INSTANCE_IMAGE_PROPERTIES), rng.choice((0, 1, 2, 2, 3)))
+    return {key: rng.choice(_INSTANCE_IMAGE_PROPERTIES[key]).split(",")[0] for key in keys}
 
 
 def _aggregates(
@@ -499,8 +532,11 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
             hosts.append(twin)
         else:
             hosts.append(_host(rng, f"h{i:02d}", several, over))
+    images = config in IMAGE_CONFIGS
     for h in hosts:
         h["instances"] = [_uuid(rng) for _ in range(rng.choice((0, 0, 1, 2, 3, 5, 6, 8)))]
+        if images:  # most of them with an image (a server group's members have none)
+            h["instance_images"] = {u: _image(rng) for u in h["instances"] if rng.random() < 0.8}
     optional = "JsonFilter" in CONFIGS[config]["filters"]  # the opt-in filters are on
     aggregates = _aggregates(rng, hosts, optional)
     flavor = rng.choice(("m1.small", "m1.medium") if several else sorted(_FLAVORS))
@@ -529,6 +565,11 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
     if rng.random() < 0.1:
         zone = "nova"  # the default zone, whether an aggregate names it or not
     group = _group(rng, hosts, len(instances))
+    if images and len(instances) > 1:
+        # Nova 34 raises OrphanedObjectError there: _consume_selected_host lists a
+        # stub Instance (no context, no system_metadata) for each instance placed in
+        # a group, which ImagePropertiesWeigher then fails to load for the next one
+        group = None
     if group is not None:  # a member runs on its host: its instance list says so
         by_name = {h["host"]: h for h in hosts}
         for member, host in group["members"].items():
@@ -547,7 +588,7 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
         ignore_hosts = [name.upper() if rng.random() < 0.5 else name]
     image_id = rng.choice((ISOLATED_IMAGE, OTHER_IMAGE, None, None))
     image_properties: dict[str, str] = {}
-    if rng.random() < (0.85 if optional else 0.3):
+    if rng.random() < (0.85 if optional or images else 0.3):
         for key in rng.sample(sorted(_IMAGE_PROPERTIES), rng.randint(1, 2)):
             image_properties[key] = rng.choice(_IMAGE_PROPERTIES[key]).split(",")[0]
     query = rng.choice(_QUERIES) if rng.random() < (0.6 if optional else 0.3) else None
@@ -575,6 +616,7 @@ def generate(seed: int, hits: Iterable[str] = ()) -> Case:
     if (
         not (extra_specs or zone or group or same_host or different_host or ignore_hosts)
         and not any(k.startswith("filter_tenant_id") or k == "instance_type" for k in keys)
+        and not images
         and rng.random() < 0.8
     ):
         # actorsched is not told the flavor's name and project (the ranking's
@@ -783,8 +825,48 @@ class _Nova:
         )
         hm.weighers = [cls() for cls in weigher_classes]
         self.hm = hm
+        self.cell_uuid = str(uuid.UUID(int=7))
+        self._cell_database()
         self.configured: str | None = None
         self.now = datetime.datetime.now(datetime.UTC)
+
+    def _cell_database(self) -> None:
+        """An API database naming the hosts' cell, and that cell's (empty) database, in
+        SQLite files: ImagePropertiesWeigher looks the cell up and reads the instances'
+        system_metadata in it (which each listed instance already has here)."""
+        import importlib
+        import tempfile
+
+        sa = importlib.import_module("sqlalchemy")
+        from nova.db.api import api as api_db
+        from nova.db.api import models as api_models
+        from nova.db.main import models as main_models
+
+        folder = tempfile.mkdtemp(prefix="nova-differential-")
+        cell_url = f"sqlite:///{folder}/cell1.db"
+        api_url = f"sqlite:///{folder}/api.db"
+        main_models.BASE.metadata.create_all(sa.create_engine(cell_url))
+        api = sa.create_engine(api_url)
+        api_models.BASE.metadata.create_all(api)
+        with api.begin() as db:
+            db.execute(
+                sa.insert(api_models.CellMapping),
+                [
+                    {
+                        "uuid": self.cell_uuid,
+                        "name": "cell1",
+                        "transport_url": "none:///",
+                        "database_connection": cell_url,
+                        "disabled": False,
+                    }
+                ],
+            )
+        api_db.context_manager.configure(connection=api_url)
+        from oslo_messaging import opts
+
+        # [DEFAULT] transport_url, which the cell mapping reads (its own, none:///,
+        # opens no transport), as nova-scheduler has it registered
+        self.conf.register_opts(dict(opts.list_opts())[None])
 
     def configure(self, config: str) -> None:
         if config == self.configured:
@@ -852,6 +934,14 @@ class _Nova:
             ram_allocation_ratio=ratio(h, "ram"),
             disk_allocation_ratio=ratio(h, "disk"),
             updated_at=self.now,
+        )
+
+    def _instance(self, instance_uuid: str, image: Mapping[str, str]) -> Any:
+        """A listed instance with its image's properties in its system_metadata (and
+        an image_ref, which ImageMeta.from_instance reads too)."""
+        system_metadata = {f"image_{key}": value for key, value in image.items()}
+        return self.objects.Instance(
+            uuid=instance_uuid, system_metadata=system_metadata, image_ref=OTHER_IMAGE
         )
 
     def _service(self, h: Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -944,12 +1034,15 @@ class _Nova:
         figures = {h["host"]: h for h in case["hosts"]}
         states: dict[str, Any] = {}
         for i, h in enumerate(case["hosts"]):
-            state = self.HostState(h["host"], h["host"], "cell1")
+            state = self.HostState(h["host"], h["host"], self.cell_uuid)
+            images = h.get("instance_images", {})
             state.update(
                 self._compute_node(h, i),
                 self._service(h, i),
                 by_host.get(h["host"], []),
-                {u: objects.Instance(uuid=u) for u in h["instances"]},
+                # system_metadata as the cell database holds it (fill_metadata reads
+                # an instance's from there only when it has none)
+                {u: self._instance(u, images.get(u, {})) for u in h["instances"]},
             )
             states[h["host"]] = state
         request = case["request"]

@@ -7,7 +7,8 @@ specs, an image's id and properties, a query hint, one request, one of a few
 configurations, two of them with Nova's opt-in filters:
 AggregateNumInstancesFilter, AggregateIoOpsFilter, IsolatedHostsFilter,
 AggregateImagePropertiesIsolation, JsonFilter; three with MetricsWeigher's
-[metrics] options, one with MetricsFilter; BuildFailureWeigher at its
+[metrics] options, one with MetricsFilter; two with ImagePropertiesWeigher,
+whose hosts' instances carry images; BuildFailureWeigher at its
 default 1000000 or another multiplier in each) is answered twice:
 
 * by Nova 34 in its own venv: one subprocess answers every case
@@ -21,6 +22,11 @@ default 1000000 or another multiplier in each) is answered twice:
   (``max_attempts`` past the host count), then once more with the
   configured ``max_attempts`` (the chosen host and its alternates, found by
   the ranking's fast paths).
+
+actorsched knows an instance's image from its claim: in the image
+configurations each host first reports empty and takes its listed instances
+with images by forced claims, then reports them (``_claim_images``); Nova
+reads them from its cell database (each instance's system_metadata).
 
 They must agree: the same hosts pass, weighed in the same order (hosts whose
 Nova weights are equal, to rounding, form a tie group compared as a set:
@@ -81,7 +87,7 @@ pytestmark = pytest.mark.skipif(
     reason=f"Nova 34's venv is not installed ({NOVA_READY} is missing): `make nova-venv`",
 )
 
-ASSERTED = 1_200  # seeded cases that hit no known difference: all asserted
+ASSERTED = 1_400  # seeded cases that hit no known difference: all asserted
 # Nova weights this close are a tie: a weight is a sum of a few normalized terms
 # of order 1; equal figures give bit-equal weights, others may differ by an ulp
 TIE = 1e-9
@@ -316,11 +322,11 @@ def scheduler_config(config: str, tmp: Path) -> SchedulerConfig:
     return found
 
 
-def _report(h: Mapping[str, Any]) -> HostReport:
+def _report(h: Mapping[str, Any], generation: int = 1) -> HostReport:
     ratios = h["ratios"]
     return HostReport(
         host=h["host"],
-        generation=1,
+        generation=generation,
         memory_mb=h["memory_mb"],
         memory_mb_used=h["memory_mb_used"],
         memory_mb_reserved=h["memory_mb_reserved"],
@@ -376,6 +382,34 @@ def _spec(request: Mapping[str, Any]) -> RequestSpec:
     )
 
 
+def _claim_images(core: SchedulerCore, case: Mapping[str, Any]) -> None:
+    """The listed instances that have an image (the image configurations), placed
+    by actorsched on their hosts first: actorsched knows an instance's image from
+    its claim (Nova from its cell database). Each host reports empty, takes its
+    instances by a forced claim of its image, then reports them (in ``ours``)."""
+    images = [
+        (h["host"], instance, image)
+        for h in case["hosts"]
+        for instance, image in h.get("instance_images", {}).items()
+    ]
+    if not images:
+        return
+    for h in case["hosts"]:
+        empty = {**h, "memory_mb_used": 0, "vcpus_used": 0, "local_gb_used": 0}
+        core.update_host(_report({**empty, "enabled": True, "instances": []}), now=0.0)
+    for host, instance, image in images:
+        spec = RequestSpec(
+            instance_uuids=[instance],
+            memory_mb=1,
+            vcpus=0,
+            disk_gb=0,
+            force_hosts=[host],
+            image_properties=image,
+        )
+        placed = core.select_destinations(spec, now=0.0)
+        assert [p.host for p in placed] == [host], (instance, host, placed)
+
+
 def ours(case: Mapping[str, Any], tmp: Path) -> tuple[Plan, Plan]:
     """actorsched's plans of the case: every passing host ranked, then the configured
     ``max_attempts``. Half the cases create the aggregates before the hosts report."""
@@ -384,7 +418,8 @@ def ours(case: Mapping[str, Any], tmp: Path) -> tuple[Plan, Plan]:
     plans = []
     for attempts in (len(case["hosts"]) + 1, config.max_attempts):
         core = SchedulerCore(config.model_copy(update={"max_attempts": attempts}))
-        reports = [_report(h) for h in case["hosts"]]
+        _claim_images(core, case)
+        reports = [_report(h, generation=2) for h in case["hosts"]]
         if not aggregates_first:
             for report in reports:
                 core.update_host(report, now=0.0)
@@ -585,6 +620,14 @@ def test_the_seeded_cases_cover_what_they_are_for(runs: Runs) -> None:
         seen["a host with failed builds weighed"] += bool(failing & {h for h, _ in weighed})
         metrics = nd.CONFIGS[case["config"]].get("metrics")
         seen["metrics weighed"] += bool(metrics) and len(weighed) > 1
+        listed_images = {
+            (key, value)
+            for h in case["hosts"]
+            for image in h.get("instance_images", {}).values()
+            for key, value in image.items()
+        }
+        asked = set((request.get("image_properties") or {}).items())
+        seen["images weighed"] += len(weighed) > 1 and bool(asked & listed_images)
         error = nova["error"] or ""
         seen["a required metric missing (both fail)"] += error.startswith("ComputeHost")
         for former in nd.features(case):
