@@ -103,6 +103,7 @@ def _nova_endpoint(
         client = PlacementClient(
             settings.nova.placement_url,
             timeout=settings.nova.placement_timeout,
+            max_connections=settings.nova.placement_max_connections,
             # Keystone when nova.conf's [placement] says auth_type = password
             auth=placement_auth(
                 conf.placement_auth,

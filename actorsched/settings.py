@@ -59,6 +59,7 @@ from .journal import DEFAULT_COMMIT_TIMEOUT, DEFAULT_OWNER_CHECK_INTERVAL, DEFAU
 from .models import Name, SchedulerConfig
 from .nova.conf import NovaConfig, NovaConfigError
 from .nova.conf import read as read_nova_conf
+from .nova.placement import DEFAULT_MAX_CONNECTIONS
 from .scheduler import DEFAULT_FOLLOW_INTERVAL
 
 __all__ = [
@@ -228,6 +229,9 @@ class NovaSettings(BaseModel):
     # seconds between polls of Placement's providers, and per call to it
     placement_poll_interval: float = Field(1.0, gt=0, le=3_600)
     placement_timeout: float = Field(10.0, gt=0, le=600)
+    # Placement calls in flight at most, each on a kept-alive connection of its own:
+    # the follower's reads of changed providers and the claims alike
+    placement_max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=256)
     # a JSON file of what Placement cannot say of a followed host: its hypervisor facts
     # ({node: {"hypervisor_type", "hypervisor_version", "supported_instances", ...}}),
     # which Nova's scheduler reads from its compute node records
