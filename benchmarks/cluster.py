@@ -26,7 +26,7 @@ from actorsched.amqp import SchedulerClient
 from actorsched.core import SchedulerCore
 from actorsched.models import SchedulerConfig
 
-__all__ = ["Audit", "ServeProcess", "Tally", "audit", "delete_queue", "place_all"]
+__all__ = ["Audit", "ServeProcess", "Tally", "audit", "delete_names", "delete_queue", "place_all"]
 
 ACTIVE_LINE = "active: this service owns"
 STANDBY_LINE = "ready as standby"
@@ -271,9 +271,15 @@ def recovered_core(journal_url: str, shard: str) -> SchedulerCore:
 
 async def delete_queue(amqp_url: str, queue: str) -> None:
     """Delete a request queue with its dead-letter queue and exchange (missing ones are fine)."""
+    await delete_names(amqp_url, [queue, f"{queue}.dead"], [f"{queue}.dlx"])
+
+
+async def delete_names(amqp_url: str, queues: Sequence[str], exchanges: Sequence[str]) -> None:
+    """Delete these queues, then these exchanges, of a run (missing ones are fine)."""
     connection = await aio_pika.connect(amqp_url)
     async with connection:
         channel = await connection.channel()
-        for name in (queue, f"{queue}.dead"):
+        for name in queues:
             await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dlx")
+        for name in exchanges:
+            await channel.exchange_delete(name)

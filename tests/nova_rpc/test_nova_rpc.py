@@ -32,6 +32,7 @@ from actorsched.nova import wire
 from actorsched.nova.conf import read
 from actorsched.nova.endpoint import NovaEndpoint
 from actorsched.nova.placing import PlacementLink
+from benchmarks.cluster import delete_names
 
 pytestmark = pytest.mark.amqp
 
@@ -105,16 +106,6 @@ def nova_conf(path: Path, exchange: str, host: str, extra: str = "") -> Path:
     return path
 
 
-async def _delete(names: list[str], exchanges: list[str]) -> None:
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        for name in names:
-            await channel.queue_delete(name)
-        for name in exchanges:
-            await channel.exchange_delete(name)
-
-
 @asynccontextmanager
 async def nova_stack(
     tmp_path: Path,
@@ -172,7 +163,8 @@ async def nova_stack(
         if endpoint.placement is not None:
             await endpoint.placement.client.close()
         dead = dead_letter_names(queue)
-        await _delete(
+        await delete_names(
+            AMQP_URL,
             [queue, dead[1], topic, f"{topic}.{host}", endpoint.fanout_queue, endpoint.dead_queue],
             [exchange, f"{topic}_fanout", dead[0]],
         )
@@ -444,7 +436,8 @@ async def test_kill_9_of_serve_while_nova_waits_answers_after_the_restart_with_o
                 process.kill()
                 await process.wait()
         dead = dead_letter_names(queue)
-        await _delete(
+        await delete_names(
+            AMQP_URL,
             [queue, dead[1], topic, f"{topic}.{host}", f"actorsched.nova.dead.{topic}"],
             [exchange, f"{topic}_fanout", dead[0]],
         )

@@ -23,10 +23,11 @@ from placement_fixture import PlacementServer, placement_missing, running_placem
 from placement_seed import Seeder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nova_rpc"))
-from test_nova_rpc import AMQP_URL, NovaStack, _delete, nova_conf, nova_stack
+from test_nova_rpc import AMQP_URL, NovaStack, nova_conf, nova_stack
 from test_placement_nova import _cleanup, _link, _used_and_capacity
 
 from actorsched.amqp.service import dead_letter_names
+from benchmarks.cluster import delete_names
 
 pytestmark = [pytest.mark.amqp, pytest.mark.timeout(400)]
 
@@ -250,7 +251,8 @@ async def test_kill_9_of_serve_in_a_storm_of_nova_calls_loses_doubles_and_overco
                 await process.wait()
         _cleanup(seed, every, list(providers.values()))
         dead = dead_letter_names(queue)
-        await _delete(
+        await delete_names(
+            AMQP_URL,
             [queue, dead[1], topic, f"{topic}.{host}", f"actorsched.nova.dead.{topic}"],
             [exchange, f"{topic}_fanout", dead[0]],
         )
