@@ -7,9 +7,12 @@ Run as ``.venv/bin/python -m benchmarks.nova_endpoint [--hosts 10000] [--callers
 broker under names of this run's own. ``--callers`` processes each make
 ``--calls`` calls one after the other: first through Nova 34's
 ``SchedulerAPI`` (oslo.messaging, in Nova's venv), then, on a fresh owner with
-the same hosts, the same requests through ``SchedulerClient``. It prints one
-JSON object: calls/s, p50 and p99 per protocol, the serving process's CPU
-seconds per call (the callers are other processes), and the ratios.
+the same hosts, the same requests through ``SchedulerClient``
+(:mod:`benchmarks.nova_caller`). It prints one JSON object: calls/s, p50 and
+p99 per protocol, the serving process's CPU seconds per call (the callers are
+other processes), and the ratios. A failed call, or an answer naming a host that
+is not one of the hosts, fails the run. :mod:`benchmarks.nova_manager` runs
+these two and Nova's own ``nova-scheduler`` on the same calls.
 """
 
 from __future__ import annotations
@@ -24,33 +27,26 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import aio_pika
-
 from actorsched import HostReport, Scheduler, SchedulerConfig
 from actorsched.amqp import SchedulerService
 from actorsched.amqp.service import dead_letter_names
 from actorsched.nova.conf import read
 from actorsched.nova.endpoint import NovaEndpoint
 
+from .cluster import delete_names
+from .nova_caller import figures, host_name
+
 ROOT = Path(__file__).resolve().parent.parent
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
-_CELL = "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11"
-_MEMORY_MB = 512
+CELL = "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11"
+MEMORY_MB = 512  # each call's one instance
 
 
-def _hosts(count: int) -> list[HostReport]:
+def host_reports(count: int) -> list[HostReport]:
+    """The hosts of both benchmarks (:func:`benchmarks.nova_caller.figures`)."""
     return [
-        HostReport(
-            host=f"n{i:06d}",
-            generation=1,
-            memory_mb=262_144 + 1024 * (i % 97),
-            memory_mb_used=1024 * (i % 13),
-            vcpus=64,
-            vcpus_used=i % 7,
-            local_gb=4_000,
-            local_gb_used=i % 300,
-        )
+        HostReport.model_validate({"host": host_name(i), "generation": 1, **figures(i)})
         for i in range(count)
     ]
 
@@ -60,8 +56,8 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _callers(argv: list[list[str]]) -> tuple[list[float], float]:
-    started = time.perf_counter()
+async def run_callers(argv: list[list[str]]) -> dict[str, Any]:
+    """Run these :mod:`benchmarks.nova_caller` processes at once; their calls put together."""
     processes = [
         await asyncio.create_subprocess_exec(
             *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=ROOT
@@ -69,16 +65,52 @@ async def _callers(argv: list[list[str]]) -> tuple[list[float], float]:
         for args in argv
     ]
     took: list[float] = []
+    errors: dict[str, int] = {}
+    unknown = 0
     for process in processes:
         out, _ = await process.communicate()
-        assert process.returncode == 0, "a caller failed"
-        took.extend(json.loads(out.decode().splitlines()[-1]))
-    return took, time.perf_counter() - started
+        if process.returncode != 0:
+            errors["caller exited"] = errors.get("caller exited", 0) + 1
+            continue
+        got = json.loads(out.decode().splitlines()[-1])
+        took.extend(got["took"])
+        unknown += got["unknown_hosts"]
+        for name, n in got["errors"].items():
+            errors[name] = errors.get(name, 0) + n
+    return {"took": took, "errors": errors, "unknown_hosts": unknown}
 
 
-async def _one(
-    kind: str, hosts: list[HostReport], callers: int, calls: int, nova_python: Path
+def caller_argv(
+    python: Path, kind: str, where: tuple[str, str], callers: int, calls: int, hosts: int
+) -> list[list[str]]:
+    """``callers`` processes, each making ``calls`` calls (:mod:`benchmarks.nova_caller`)."""
+    caller = [str(python), "-m", "benchmarks.nova_caller", kind, *where]
+    return [[*caller, str(calls), str(MEMORY_MB), str(hosts)] for _ in range(callers)]
+
+
+def summarize(got: dict[str, Any], callers: int, cpu: float) -> dict[str, Any]:
+    """Calls/s, p50 and p99 of the calls :func:`run_callers` got, and the serving CPU per call."""
+    took = got["took"]
+    if not took:
+        return {"calls": 0, "errors": got["errors"], "unknown_hosts": got["unknown_hosts"]}
+    # the callers' start (Nova's imports) is not the server's: rate over the calls' own time
+    per_caller = sum(took) / callers
+    return {
+        "calls": len(took),
+        "calls_per_s": round(len(took) / per_caller, 2),
+        "p50_ms": round(statistics.median(took) * 1000, 2),
+        "p99_ms": round(_percentile(took, 0.99) * 1000, 2),
+        "server_cpu_ms_per_call": round(cpu / len(took) * 1000, 3),
+        "errors": got["errors"],
+        "unknown_hosts": got["unknown_hosts"],
+    }
+
+
+async def protocol(
+    kind: str, reports: list[HostReport], callers: int, calls: int, python: Path
 ) -> dict[str, Any]:
+    """One owner holding ``reports`` behind its native service and its Nova endpoint; the
+    calls through ``kind``'s client ("nova" or "native"), from ``python``'s venv."""
     tag = uuid.uuid4().hex[:10]
     exchange, topic, queue = f"bench-nova-{tag}", f"scheduler-{tag}", f"bench-{tag}"
     conf_path = Path(f"/tmp/bench-nova-{tag}.conf")
@@ -90,7 +122,7 @@ async def _one(
     conf = read(str(conf_path))
     config = SchedulerConfig(**{n: v for n, (v, _) in conf.scheduler.items()}, seed=1)
     scheduler = Scheduler(config)
-    endpoint = NovaEndpoint(scheduler, conf, cell_uuid=_CELL, max_body_bytes=1 << 20, topic=topic)
+    endpoint = NovaEndpoint(scheduler, conf, cell_uuid=CELL, max_body_bytes=1 << 20, topic=topic)
     service = SchedulerService(scheduler, AMQP_URL, queue=queue, probe_interval=0.2)
     began = asyncio.Event()
     terms: set[asyncio.Task[None]] = set()
@@ -105,39 +137,38 @@ async def _one(
     service.term_listeners.append(follow)
     try:
         async with scheduler:
-            await scheduler.update_hosts(hosts)
+            await scheduler.update_hosts(reports)
             await endpoint.start()
             await service.start()
             await asyncio.wait_for(began.wait(), 30)  # the probe began a term
             where = (str(conf_path), topic) if kind == "nova" else (AMQP_URL, queue)
-            caller = [str(nova_python), "-m", "benchmarks.nova_caller", kind, *where]
-            argv = [[*caller, str(calls), str(_MEMORY_MB)] for _ in range(callers)]
+            argv = caller_argv(python, kind, where, callers, calls, len(reports))
             cpu = time.process_time()
-            took, wall = await _callers(argv)
+            got = await run_callers(argv)
             cpu = time.process_time() - cpu
             await service.stop()
             await endpoint.stop()
     finally:
         await asyncio.to_thread(conf_path.unlink)
-        connection = await aio_pika.connect(AMQP_URL)
-        async with connection:
-            channel = await connection.channel()
-            dead = dead_letter_names(queue)
-            for name in (queue, dead[1], topic, f"{topic}.b-{tag}", endpoint.fanout_queue):
-                await channel.queue_delete(name)
-            await channel.queue_delete(endpoint.dead_queue)
-            for name in (exchange, f"{topic}_fanout", dead[0]):
-                await channel.exchange_delete(name)
-    # the callers' start (Nova's imports) is not the endpoint's: rate over the calls' own time
-    per_caller = sum(took) / callers
-    return {
-        "calls": len(took),
-        "calls_per_s": round(len(took) / per_caller, 1),
-        "p50_ms": round(statistics.median(took) * 1000, 2),
-        "p99_ms": round(_percentile(took, 0.99) * 1000, 2),
-        "server_cpu_ms_per_call": round(cpu / len(took) * 1000, 3),
-        "wall_s_with_caller_start": round(wall, 1),
+        dead = dead_letter_names(queue)
+        await delete_names(
+            AMQP_URL,
+            [queue, dead[1], topic, f"{topic}.b-{tag}", endpoint.fanout_queue, endpoint.dead_queue],
+            [exchange, f"{topic}_fanout", dead[0]],
+        )
+    return summarize(got, callers, cpu)
+
+
+def check_calls(parts: dict[str, dict[str, Any]], calls: int) -> None:
+    """Raise when a part had an error, an answer naming no known host, or a call missing."""
+    bad = {
+        name: (part["errors"], part["unknown_hosts"])
+        for name, part in parts.items()
+        if part["errors"] or part["unknown_hosts"] or part["calls"] != calls
     }
+    if bad:
+        tails = " ".join(part.get("log_tail", "") for part in parts.values())
+        raise RuntimeError(f"calls failed (errors, answers naming no known host): {bad} {tails}")
 
 
 async def run(
@@ -146,9 +177,10 @@ async def run(
     """The figures of both protocols (see the module's docstring)."""
     if not (nova_python.parent.parent / ".installed").exists():
         raise RuntimeError(f"no Nova venv at {nova_python}: make nova-venv")
-    reports = _hosts(hosts)
-    nova = await _one("nova", reports, callers, calls, nova_python)
-    native = await _one("native", reports, callers, calls, Path(sys.executable))
+    reports = host_reports(hosts)
+    nova = await protocol("nova", reports, callers, calls, nova_python)
+    native = await protocol("native", reports, callers, calls, Path(sys.executable))
+    check_calls({"nova_endpoint": nova, "native": native}, callers * calls)
     return {
         "hosts": hosts,
         "callers": callers,

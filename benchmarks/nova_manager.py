@@ -1,18 +1,22 @@
 """``select_destinations`` from Nova's own client: actorsched's Nova endpoint against
-Nova 34's own ``SchedulerManager``, over the same broker, in one run.
+Nova 34's own ``SchedulerManager``, over the same broker, in one run, with the same
+requests on actorsched's native protocol beside them.
 
 Run as ``.venv/bin/python -m benchmarks.nova_manager [--hosts 10000] [--callers 4]
 [--calls 25]`` (``make nova-venv`` first). ``--callers`` processes each make
-``--calls`` calls one after the other through Nova 34's ``SchedulerAPI``
-(:mod:`benchmarks.nova_manager_side` ``call``, in Nova's venv), first against:
+``--calls`` calls one after the other (:mod:`benchmarks.nova_caller`), against:
 
-* actorsched: one owner (no journal) holding ``--hosts`` hosts behind its Nova
-  endpoint (:mod:`benchmarks.nova_endpoint`'s sizes), without Placement (it
-  decides RAM/CPU/disk itself, as ``serve`` without ``--placement-url``); then
-* Nova: ``nova-scheduler`` (``nova.service.Service.create``, threading backend,
-  one worker) on a SQLite API database and cell holding the same hosts as
-  compute nodes and services, asking a fake Placement served from memory by
-  this process (``GET /allocation_candidates``, ``GET``/``PUT``/``DELETE
+* actorsched, through Nova 34's ``SchedulerAPI`` (in Nova's venv): one owner (no
+  journal) holding ``--hosts`` hosts behind its Nova endpoint, without Placement
+  (it decides RAM/CPU/disk itself, as ``serve`` without ``--placement-url``);
+  :func:`benchmarks.nova_endpoint.protocol`;
+* actorsched, the same requests through its own ``SchedulerClient``, on a fresh
+  owner holding the same hosts (the same function); then
+* Nova, through ``SchedulerAPI``: ``nova-scheduler``
+  (:mod:`benchmarks.nova_manager_side`: ``nova.service.Service.create``,
+  threading backend, one worker) on a SQLite API database and cell holding the
+  same hosts as compute nodes and services, asking a fake Placement served from
+  memory by this process (``GET /allocation_candidates``, ``GET``/``PUT``/``DELETE
   /allocations/{consumer}``) with the same inventories and usage. That fake
   answers from dicts, not SQL: it flatters Nova. By default Placement returns
   every host that fits (``[scheduler] max_placement_results = --hosts``, so
@@ -21,8 +25,9 @@ Run as ``.venv/bin/python -m benchmarks.nova_manager [--hosts 10000] [--callers 
 It prints one JSON object: per scheduler calls/s (over the calls' own time),
 p50, p99, the serving process's CPU seconds per call (its user+system time
 during the calls; the callers and the fake Placement are other processes or
-not counted), the errors, and actorsched / Nova. Any failed call, or an answer
-naming a host that is not one of the hosts, fails the run.
+not counted), the errors, actorsched / Nova and the Nova endpoint / native. Any
+failed call, or an answer naming a host that is not one of the hosts, fails the
+run.
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ import asyncio
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -41,19 +45,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import aio_pika
+from .cluster import delete_names
+from .nova_caller import node_uuid
+from .nova_endpoint import (
+    AMQP_URL,
+    NOVA_PYTHON,
+    ROOT,
+    caller_argv,
+    check_calls,
+    host_reports,
+    protocol,
+    run_callers,
+    summarize,
+)
 
-from actorsched import Scheduler, SchedulerConfig
-from actorsched.nova.conf import read
-from actorsched.nova.endpoint import NovaEndpoint
-
-from .nova_endpoint import _hosts
-
-ROOT = Path(__file__).resolve().parent.parent
-NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
-_CELL = "5b0c9e04-4d7a-4c55-8d3c-0d6f1d0a7c11"
-_MEMORY_MB = 512
 _SERVICE_DOWN_S = 86_400
 _READY_S = 900  # Nova's database of 10,000 hosts and its start
 # Placement's root document, which keystoneauth's discovery reads first
@@ -62,11 +67,6 @@ _VERSIONS = json.dumps(
                    "status": "CURRENT", "links": [{"rel": "self", "href": ""}]}]}
 ).encode()  # fmt: skip
 _RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}  # Nova 34's initial ratios
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -84,10 +84,10 @@ class FakePlacement:
     """Placement's answers to nova-scheduler, from memory: one resource provider per host."""
 
     def __init__(self, hosts: int) -> None:
-        self.uuids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(hosts)]
+        self.uuids = [node_uuid(i) for i in range(hosts)]
         self.total: dict[str, dict[str, int]] = {}
         self.used: dict[str, dict[str, int]] = {}
-        for rp, h in zip(self.uuids, _hosts(hosts), strict=True):
+        for rp, h in zip(self.uuids, host_reports(hosts), strict=True):
             self.total[rp] = {"VCPU": h.vcpus, "MEMORY_MB": h.memory_mb, "DISK_GB": h.local_gb}
             self.used[rp] = {
                 "VCPU": h.vcpus_used,
@@ -208,97 +208,6 @@ class FakePlacement:
             writer.close()
 
 
-async def _callers(argv: list[list[str]]) -> dict[str, Any]:
-    processes = [
-        await asyncio.create_subprocess_exec(
-            *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=ROOT
-        )
-        for args in argv
-    ]
-    took: list[float] = []
-    errors: dict[str, int] = {}
-    unknown = 0
-    for process in processes:
-        out, _ = await process.communicate()
-        if process.returncode != 0:
-            errors["caller exited"] = errors.get("caller exited", 0) + 1
-            continue
-        got = json.loads(out.decode().splitlines()[-1])
-        took.extend(got["took"])
-        unknown += got["unknown_hosts"]
-        for name, n in got["errors"].items():
-            errors[name] = errors.get(name, 0) + n
-    return {"took": took, "errors": errors, "unknown_hosts": unknown}
-
-
-def _figures(got: dict[str, Any], callers: int, cpu: float) -> dict[str, Any]:
-    took = got["took"]
-    if not took:
-        return {"calls": 0, "errors": got["errors"], "unknown_hosts": got["unknown_hosts"]}
-    per_caller = sum(took) / callers  # the callers' start (Nova's imports) is not counted
-    return {
-        "calls": len(took),
-        "calls_per_s": round(len(took) / per_caller, 2),
-        "p50_ms": round(statistics.median(took) * 1000, 2),
-        "p99_ms": round(_percentile(took, 0.99) * 1000, 2),
-        "server_cpu_ms_per_call": round(cpu / len(took) * 1000, 3),
-        "errors": got["errors"],
-        "unknown_hosts": got["unknown_hosts"],
-    }
-
-
-def _conf(path: Path, tag: str, extra: str = "") -> None:
-    path.write_text(
-        f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/\n"
-        f"control_exchange = bench-nm-{tag}\nhost = b-{tag}\nrpc_response_timeout = 300\n" + extra
-    )
-
-
-async def _drop(names: list[str], exchanges: list[str]) -> None:
-    connection = await aio_pika.connect(AMQP_URL)
-    async with connection:
-        channel = await connection.channel()
-        for name in names:
-            await channel.queue_delete(name)
-        for name in exchanges:
-            await channel.exchange_delete(name)
-
-
-def _call_argv(
-    nova_python: Path, conf: Path, topic: str, callers: int, calls: int, hosts: int
-) -> list[list[str]]:
-    caller = [str(nova_python), "-m", "benchmarks.nova_manager_side", "call", str(conf), topic]
-    return [[*caller, str(calls), str(_MEMORY_MB), str(hosts)] for _ in range(callers)]
-
-
-async def _actorsched(hosts: int, callers: int, calls: int, nova_python: Path) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:10]
-    topic = f"scheduler-{tag}"
-    conf_path = Path(f"/tmp/bench-nm-{tag}.conf")
-    await asyncio.to_thread(_conf, conf_path, tag)
-    conf = read(str(conf_path))
-    config = SchedulerConfig(**{n: v for n, (v, _) in conf.scheduler.items()}, seed=1)
-    scheduler = Scheduler(config)
-    endpoint = NovaEndpoint(scheduler, conf, cell_uuid=_CELL, max_body_bytes=1 << 20, topic=topic)
-    try:
-        async with scheduler:
-            await scheduler.update_hosts(_hosts(hosts))
-            await endpoint.start()
-            await endpoint.begin_term()
-            cpu = time.process_time()
-            got = await _callers(_call_argv(nova_python, conf_path, topic, callers, calls, hosts))
-            cpu = time.process_time() - cpu
-            await endpoint.end_term()
-            await endpoint.stop()
-    finally:
-        await asyncio.to_thread(conf_path.unlink)
-        await _drop(
-            [topic, f"{topic}.b-{tag}", endpoint.fanout_queue, endpoint.dead_queue],
-            [f"bench-nm-{tag}", f"{topic}_fanout"],
-        )
-    return _figures(got, callers, cpu)
-
-
 async def _nova(
     hosts: int, callers: int, calls: int, limit: int, nova_python: Path
 ) -> dict[str, Any]:
@@ -310,9 +219,9 @@ async def _nova(
     workdir = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="bench-nm-"))
     conf_path = workdir / "nova.conf"
     await asyncio.to_thread(
-        _conf,
-        conf_path,
-        tag,
+        conf_path.write_text,
+        f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/\n"
+        f"control_exchange = bench-nm-{tag}\nhost = b-{tag}\nrpc_response_timeout = 300\n"
         # no nova-compute runs to heartbeat: its services stay up for the run
         f"service_down_time = {_SERVICE_DOWN_S}\n"
         f"[placement]\nendpoint_override = http://127.0.0.1:{port}\nauth_type = none\n"
@@ -323,7 +232,7 @@ async def _nova(
     )
     log = await asyncio.to_thread(open, workdir / "nova-scheduler.log", "wb")
     service = await asyncio.create_subprocess_exec(
-        str(nova_python), "-m", "benchmarks.nova_manager_side", "serve",
+        str(nova_python), "-m", "benchmarks.nova_manager_side",
         str(conf_path), str(workdir), str(hosts), topic,
         stdout=asyncio.subprocess.PIPE, stderr=log, cwd=ROOT,
     )  # fmt: skip
@@ -337,7 +246,8 @@ async def _nova(
         setup = time.perf_counter() - started
         await asyncio.sleep(2)  # the RPC server's consumers
         cpu = _cpu_seconds(service.pid)
-        got = await _callers(_call_argv(nova_python, conf_path, topic, callers, calls, hosts))
+        where = (str(conf_path), topic)
+        got = await run_callers(caller_argv(nova_python, "nova", where, callers, calls, hosts))
         cpu = _cpu_seconds(service.pid) - cpu
         if got["errors"]:
             got["log_tail"] = (workdir / "nova-scheduler.log").read_text()[-3000:]
@@ -347,9 +257,11 @@ async def _nova(
             await service.wait()
         log.close()
         server.close()
-        await _drop([topic, f"{topic}.b-{tag}"], [f"bench-nm-{tag}", f"{topic}_fanout"])
+        await delete_names(
+            AMQP_URL, [topic, f"{topic}.b-{tag}"], [f"bench-nm-{tag}", f"{topic}_fanout"]
+        )
         await asyncio.to_thread(shutil.rmtree, workdir, True)
-    out = _figures(got, callers, cpu)
+    out = summarize(got, callers, cpu)
     if "log_tail" in got:
         out["log_tail"] = got["log_tail"]
     out["setup_s"] = round(setup, 1)
@@ -369,24 +281,26 @@ async def run(
     """The figures of both schedulers (see the module's docstring); raises if a call failed."""
     if not (nova_python.parent.parent / ".installed").exists():
         raise RuntimeError(f"no Nova venv at {nova_python}: make nova-venv")
-    ours = await _actorsched(hosts, callers, calls, nova_python)
+    reports = host_reports(hosts)
+    ours = await protocol("nova", reports, callers, calls, nova_python)
+    native = await protocol("native", reports, callers, calls, Path(sys.executable))
     nova = await _nova(hosts, callers, calls, placement_limit or hosts, nova_python)
-    result: dict[str, Any] = {"hosts": hosts, "callers": callers, "actorsched": ours, "nova": nova}
-    bad = {
-        name: (part["errors"], part["unknown_hosts"])
-        for name, part in (("actorsched", ours), ("nova", nova))
-        if part["errors"] or part["unknown_hosts"] or part["calls"] != callers * calls
+    parts = {"actorsched": ours, "actorsched_native": native, "nova": nova}
+    check_calls(parts, callers * calls)
+    return {
+        "hosts": hosts,
+        "callers": callers,
+        **parts,
+        "actorsched_over_nova_calls_per_s": round(ours["calls_per_s"] / nova["calls_per_s"], 1),
+        "nova_over_actorsched_p99": round(nova["p99_ms"] / ours["p99_ms"], 1),
+        "nova_over_actorsched_cpu_per_call": round(
+            nova["server_cpu_ms_per_call"] / ours["server_cpu_ms_per_call"], 1
+        ),
+        "nova_endpoint_over_native_calls_per_s": round(
+            ours["calls_per_s"] / native["calls_per_s"], 3
+        ),
+        "nova_endpoint_over_native_p99": round(ours["p99_ms"] / native["p99_ms"], 3),
     }
-    if bad:
-        raise RuntimeError(
-            f"calls failed (errors, answers naming no known host): {bad} {nova.get('log_tail', '')}"
-        )
-    result["actorsched_over_nova_calls_per_s"] = round(ours["calls_per_s"] / nova["calls_per_s"], 1)
-    result["nova_over_actorsched_p99"] = round(nova["p99_ms"] / ours["p99_ms"], 1)
-    result["nova_over_actorsched_cpu_per_call"] = round(
-        nova["server_cpu_ms_per_call"] / ours["server_cpu_ms_per_call"], 1
-    )
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,49 +1,24 @@
 """Nova's side of :mod:`benchmarks.nova_manager`, run in Nova's venv (nothing of actorsched).
 
-``.venv-nova/bin/python -m benchmarks.nova_manager_side serve CONF WORKDIR HOSTS TOPIC``
-makes a Nova database in WORKDIR (SQLite: an API database with one cell mapping
-and HOSTS host mappings, a cell database with HOSTS compute nodes and their
-nova-compute services, the sizes of :func:`figures`), then runs Nova 34's own
+``.venv-nova/bin/python -m benchmarks.nova_manager_side CONF WORKDIR HOSTS TOPIC`` makes a
+Nova database in WORKDIR (SQLite: an API database with one cell mapping and HOSTS host
+mappings, a cell database with HOSTS compute nodes and their nova-compute services,
+the sizes of :func:`benchmarks.nova_caller.figures`), then runs Nova 34's own
 ``nova-scheduler`` (``nova.service.Service.create``, the threading backend
 ``nova/cmd/scheduler.py`` chooses, one worker) on TOPIC, prints ``READY`` and
 serves until killed. Placement is CONF's ``[placement] endpoint_override``.
-
-``.venv-nova/bin/python -m benchmarks.nova_manager_side call CONF TOPIC N MEMORY_MB HOSTS``
-makes N ``select_destinations`` calls one after the other through Nova's
-``SchedulerAPI`` and prints one JSON object: the seconds of each answered call,
-the errors by type, and how many answers named a host that is not one of the
-HOSTS (each must be a Selection list for a real host).
+The callers are :mod:`benchmarks.nova_caller`'s.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-
-def host_name(i: int) -> str:
-    return f"n{i:06d}"
-
-
-def node_uuid(i: int) -> str:
-    return f"00000000-0000-4000-8000-{i:012d}"
-
-
-def figures(i: int) -> dict[str, int]:
-    """Host i's sizes and usage: those of ``benchmarks.nova_endpoint._hosts``."""
-    return {
-        "memory_mb": 262_144 + 1024 * (i % 97),
-        "memory_mb_used": 1024 * (i % 13),
-        "vcpus": 64,
-        "vcpus_used": i % 7,
-        "local_gb": 4_000,
-        "local_gb_used": i % 300,
-    }
+from .nova_caller import figures, host_name, node_uuid
 
 
 def _database(workdir: Path, hosts: int, transport_url: str) -> None:
@@ -174,54 +149,9 @@ def serve(conf: str, workdir: Path, hosts: int, topic: str) -> None:
     service.wait()
 
 
-def call(conf: str, topic: str, calls: int, memory_mb: int, hosts: int) -> dict[str, Any]:
-    from nova import config, context, objects
-    from nova.scheduler import rpcapi
-
-    rpcapi.RPC_TOPIC = topic
-    objects.register_all()
-    config.parse_args(["bench", "--config-file", conf], init_rpc=True)
-    ctxt = context.get_admin_context()
-    api = rpcapi.SchedulerAPI()
-    flavor = objects.Flavor(
-        name="b1", flavorid="b1", memory_mb=memory_mb, vcpus=1, root_gb=1, ephemeral_gb=0,
-        swap=0, extra_specs={},
-    )  # fmt: skip
-    known = {host_name(i) for i in range(hosts)}
-    took: list[float] = []
-    errors: dict[str, int] = {}
-    unknown = 0
-    for _ in range(calls):
-        instance = str(uuid.uuid4())
-        # hydrated as Nova's API does for a boot (Nova's manager reads every field)
-        spec = objects.RequestSpec.from_components(
-            ctxt, instance, objects.ImageMeta.from_dict({"properties": {}}), flavor, None,
-            objects.InstancePCIRequests(requests=[]), {}, None, None, project_id="p",
-            user_id="u",
-        )  # fmt: skip
-        spec.is_bfv = False
-        started = time.perf_counter()
-        try:
-            answer = api.select_destinations(
-                ctxt, spec, [instance], return_objects=True, return_alternates=True
-            )
-        except Exception as exc:
-            errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
-            continue
-        took.append(time.perf_counter() - started)
-        chosen = [s.service_host for alternates in answer for s in alternates]
-        if len(answer) != 1 or not chosen or not known.issuperset(chosen):
-            unknown += 1
-    return {"took": took, "errors": errors, "unknown_hosts": unknown}
-
-
 def main() -> int:
-    if sys.argv[1] == "serve":
-        conf, workdir, hosts, topic = sys.argv[2:6]
-        serve(conf, Path(workdir), int(hosts), topic)
-        return 0
-    conf, topic, calls, memory_mb, hosts = sys.argv[2:7]
-    print(json.dumps(call(conf, topic, int(calls), int(memory_mb), int(hosts))))
+    conf, workdir, hosts, topic = sys.argv[1:5]
+    serve(conf, Path(workdir), int(hosts), topic)
     return 0
 
 
