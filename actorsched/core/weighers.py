@@ -419,24 +419,23 @@ class ImagePropertiesWeigher:
     def weigh_all(self, table: HostTable, ctx: PlacementContext) -> FloatColumn | None:
         props = ctx.spec.image_properties
         held = ctx.ledger.image_rows
-        if not props or not held:
+        # each property the request shares with a held instance's image, by its ratio;
+        # in one order (the keys sorted), so the sum is the same every time
+        shared = [
+            (ratio, rows)
+            for key in sorted(props)
+            if (rows := held.get((key, props[key]))) and (ratio := self._ratio(key))
+        ]
+        if not shared:
             return None
         n = table.n
         raw = np.zeros(n, dtype=np.float64)
-        weighed = False
-        for key in sorted(props):  # one order: the same sum every time
-            ratio = self._ratio(key)
-            rows = held.get((key, props[key]))
-            if not rows or ratio == 0:
-                continue
+        for ratio, rows in shared:
             at = np.fromiter(rows.keys(), dtype=np.intp, count=len(rows))
             raw[at] += ratio * np.fromiter(rows.values(), dtype=np.float64, count=len(rows))
             # this request's earlier instances (they carry its image) do not count
             for row in ctx.chosen_rows:
                 raw[row] -= ratio
-            weighed = True
-        if not weighed:
-            return None
         live = raw[table.active[:n]]
         if not live.size or live.min() == live.max():
             return None  # every host weighs the same

@@ -136,6 +136,19 @@ def test_soft_weighers_count_group_hosts_with_held_claims() -> None:
     assert _host(core, "m3", soft) == "b"
 
 
+def test_a_group_whose_claims_are_all_released_is_forgotten() -> None:
+    """The ledger's rows of a group shrink with each release and the group goes once
+    no claim of it is left (a row at 0 is not kept, nor a group of no rows)."""
+    core = _core("a", "b")
+    group = _group("anti-affinity")
+    hosts = {uuid: _host(core, uuid, group) for uuid in ("g1", "g2")}
+    assert sorted(core.ledger.group_members("g").values()) == [1, 1]
+    core.release("g1", now=2.0)
+    assert dict(core.ledger.group_members("g")) == {core.table.row_of[hosts["g2"]]: 1}
+    core.release("g2", now=2.0)
+    assert "g" not in core.ledger.group_rows
+
+
 def test_group_rules_and_hosts_are_in_the_fingerprint() -> None:
     base = make_spec(group=_group("anti-affinity"))
     ruled = make_spec(group=_group("anti-affinity", max_server_per_host=2))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import make_config, make_core, make_report, make_spec
 
-from actorsched.core import SchedulerCore
+from actorsched.core import SchedulerCore, engine
 from actorsched.core.image import capture
 from actorsched.journal.snapshot import encode, restore
 
@@ -182,9 +182,35 @@ def test_a_moves_hold_counts_on_its_source_and_a_revert_keeps_the_image() -> Non
     )
 
 
+def test_releasing_every_instance_of_an_image_forgets_its_properties() -> None:
+    """The ledger's count of a property shrinks with each release and goes once no
+    claim holds it (a host row at 0 is not kept, nor a property no row holds)."""
+    core = _core()
+    assert core.ledger.image_rows[("os_distro", "linux")] == {2: 2, 3: 1}
+    core.release("inst2", now=1.0)
+    assert core.ledger.image_rows[("os_distro", "linux")] == {2: 1, 3: 1}
+    core.release("inst4", now=1.0)
+    assert core.ledger.image_rows[("os_distro", "linux")] == {2: 1}
+    for instance in ("inst1", "inst3"):
+        core.release(instance, now=1.0)
+    assert core.ledger.image_rows == {}
+
+
 def test_claims_share_one_tuple_per_image() -> None:
     core = _core()
     assert core.ledger.claims["inst2"].image is core.ledger.claims["inst4"].image
+
+
+def test_the_shared_images_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``_MAX_IMAGES`` distinct images the shared tuples are dropped and made
+    again: the claims keep their images, the cache never holds more."""
+    monkeypatch.setattr(engine, "_MAX_IMAGES", 2)
+    core = _core()  # three distinct images: the cache was emptied once
+    assert len(core._images) <= 2
+    assert core.ledger.claims["inst3"].image == tuple(sorted(LIN_PC.items()))
+    core.select_destinations(make_spec("inst5", image_properties=PC), now=1.0)
+    assert len(core._images) <= 2
+    assert core.ledger.claims["inst5"].image == (("hw_machine_type", "pc"),)
 
 
 def test_the_images_survive_a_snapshot() -> None:
