@@ -6,7 +6,13 @@ from typing import Any
 
 from .auth_cost import share_of_a_placement
 
-__all__ = ["TARGETS_HOSTS", "evaluate_targets", "format_nova_boots", "format_summary"]
+__all__ = [
+    "TARGETS_HOSTS",
+    "evaluate_targets",
+    "format_nova_boots",
+    "format_nova_manager",
+    "format_summary",
+]
 
 TARGETS_HOSTS = 10_000
 BIG_HOSTS = 100_000
@@ -423,6 +429,9 @@ def format_summary(results: dict[str, Any]) -> str:
     boots = results.get("nova_boots")
     if boots:
         out.extend(format_nova_boots(boots))
+    manager = results.get("nova_manager")
+    if manager:
+        out.extend(format_nova_manager(manager))
     for note in results.get("notes", []):
         out.append(f"note: {note}")
     out.append("")
@@ -468,6 +477,27 @@ def _format_realistic(realistic: dict[str, Any]) -> list[str]:
             f"{nova['no_valid_host']:,} NoValidHost ({nova['requests_per_s']:.0f}/s); "
             f"actorsched {ours['requests']:,}, {ours['placed']:,}, {ours['no_valid_host']:,} "
             f"({ours['requests_per_s']:,.0f}/s)"
+        )
+    return out
+
+
+def format_nova_manager(manager: dict[str, Any]) -> list[str]:
+    """select_destinations from Nova's client: the Nova endpoint, native, nova-scheduler."""
+    out = [
+        "",
+        f"select_destinations at {manager['hosts']:,} hosts, {manager['callers']} caller "
+        "processes (benchmarks/nova_manager.py):",
+        f"{'server':<40}{'calls/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'CPU ms/call':>13}",
+    ]
+    for name, key in (
+        ("actorsched, Nova's client, Nova endpoint", "actorsched"),
+        ("actorsched, native client", "actorsched_native"),
+        ("Nova 34 nova-scheduler, Nova's client", "nova"),
+    ):
+        f = manager[key]
+        out.append(
+            f"{name:<40}{_fmt(f['calls_per_s']):>10}{_fmt(f['p50_ms']):>10}"
+            f"{_fmt(f['p99_ms']):>10}{_fmt(f['server_cpu_ms_per_call']):>13}"
         )
     return out
 

@@ -19,7 +19,11 @@ What one run measures, on the same hosts and requests for every scheduler:
 * boots through Nova 34's own functional environment (API, conductor, 20 fake
   computes, Placement, the broker), with Nova's scheduler and with actorsched
   side by side: boots/s and the scheduler's share of a boot, from the two runs'
-  RESULT documents (:mod:`benchmarks.nova_boots`; not in ``--quick``).
+  RESULT documents (:mod:`benchmarks.nova_boots`; not in ``--quick``);
+* Nova's own client calling ``select_destinations`` against actorsched's Nova
+  endpoint, the same requests on its native protocol, and Nova 34's own
+  ``nova-scheduler`` on a SQLite cell of the same 1,000 hosts
+  (:mod:`benchmarks.nova_manager`; not in ``--quick``).
 
 It prints a progress bar on stderr, a summary with PASS/FAIL per target on
 stdout, and writes a JSON file and PNG plots (``--out``). Every figure is a
@@ -55,7 +59,7 @@ from actorsched import HostReport, NoValidHost, RequestSpec, Scheduler
 from actorsched.amqp.service import DEFAULT_URL as DEFAULT_AMQP_URL
 from actorsched.core import SchedulerCore
 
-from . import integrations, nova_boots, nova_endpoint
+from . import integrations, nova_boots, nova_endpoint, nova_manager
 from .auth_cost import auth_cost
 from .failover import failover
 from .hostile import body_flood, trait_flood
@@ -82,6 +86,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = _ROOT / "benchmarks" / "results" / "latest.json"
 DOCS_DIR = _ROOT / "docs" / "bench"
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+# hosts, caller processes, calls each: Nova's nova-scheduler spends about 0.4 s of CPU a
+# call at 1,000 hosts (5 s at 10,000: python -m benchmarks.nova_manager --hosts 10000)
+NOVA_MANAGER_SIZE = (1_000, 2, 10)
 _T = TypeVar("_T")
 
 
@@ -200,6 +207,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the boots through Nova's functional environment (about 5 minutes; "
         "never in --quick)",
+    )
+    parser.add_argument(
+        "--no-nova-manager",
+        action="store_true",
+        help="skip Nova's nova-scheduler against the Nova endpoint (about 30 s; never in --quick)",
     )
 
 
@@ -475,6 +487,7 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
     n += 0 if args.no_amqp else 2
     n += 0 if args.no_amqp or args.no_nova else 1
     n += 0 if _skip_nova_boots(args) else 1
+    n += 0 if _skip_nova_manager(args) else 1
     n += 0 if args.no_failover else 1
     n += 0 if args.no_stall else 2
     n += 1 if args.profile else 0
@@ -487,6 +500,11 @@ def _steps(plan: Plan, args: argparse.Namespace, baselines: int) -> int:
 def _skip_nova_boots(args: argparse.Namespace) -> bool:
     """Nova's functional environment needs the broker and Nova's venv, and 5 minutes."""
     return bool(args.no_amqp or args.no_nova or args.no_nova_boots or args.quick)
+
+
+def _skip_nova_manager(args: argparse.Namespace) -> bool:
+    """Nova's nova-scheduler needs the broker and Nova's venv, and about 30 seconds."""
+    return bool(args.no_amqp or args.no_nova or args.no_nova_manager or args.quick)
 
 
 def _pick_concurrency(concurrency: list[int], want: int) -> int:
@@ -610,6 +628,16 @@ async def _run(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
                 "the Nova endpoint",
                 notes,
                 nova_endpoint.run(hosts, callers, calls, nova_python=args.nova_python),
+            )
+            progress.advance()
+
+        if not _skip_nova_manager(args):
+            hosts, callers, calls = NOVA_MANAGER_SIZE
+            progress.step(f"Nova's nova-scheduler against the Nova endpoint, {hosts:,} hosts")
+            results["nova_manager"] = await _optional(
+                "Nova's nova-scheduler against the Nova endpoint",
+                notes,
+                nova_manager.run(hosts, callers, calls, nova_python=args.nova_python),
             )
             progress.advance()
 

@@ -263,3 +263,38 @@ def test_preemption_bench_ran(results: dict[str, object]) -> None:
     assert preemption["victims_per_preemption"] == 2.0  # two of the four 2,048 MB claims
     assert preemption["preempting_p99_ms"] >= preemption["preempting_p50_ms"] > 0
     assert preemption["plain_p50_ms"] > 0
+
+
+def test_nova_manager_is_a_section_of_a_full_run_only(results: dict[str, object]) -> None:
+    assert "nova_manager" not in results  # --quick (and --no-amqp) leave it out
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    assert not run._skip_nova_manager(parser.parse_args([]))
+    for flag in ("--quick", "--no-amqp", "--no-nova", "--no-nova-manager"):
+        assert run._skip_nova_manager(parser.parse_args([flag])), flag
+
+
+def test_the_summary_shows_nova_managers_three_servers() -> None:
+    from benchmarks.report import format_nova_manager
+
+    def part(rate: float, p99: float) -> dict[str, object]:
+        return {
+            "calls_per_s": rate,
+            "p50_ms": p99 / 2,
+            "p99_ms": p99,
+            "server_cpu_ms_per_call": 1.5,
+        }
+
+    lines = format_nova_manager(
+        {
+            "hosts": 1_000,
+            "callers": 2,
+            "actorsched": part(220.0, 30.0),
+            "actorsched_native": part(330.0, 15.0),
+            "nova": part(2.1, 1278.8),
+        }
+    )
+    assert "select_destinations at 1,000 hosts, 2 caller processes" in lines[1]
+    (nova,) = [line for line in lines if line.startswith("Nova 34 nova-scheduler")]
+    assert nova.split()[-4:] == ["2.10", "639", "1,279", "1.50"]
+    assert sum(line.startswith("actorsched,") for line in lines) == 2
