@@ -191,16 +191,27 @@ async def run(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def sizes(doc: str, calls: int) -> argparse.ArgumentParser:
+    """The options of both benchmarks: --hosts, --callers and --calls (each caller's)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--callers", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args(argv)
-    if not NOVA_PYTHON.exists():
-        print(json.dumps({"skipped": f"no Nova venv at {NOVA_PYTHON}: make nova-venv"}))
-        return 0
-    print(json.dumps(asyncio.run(run(args.hosts, args.callers, args.calls)), indent=2))
+    parser.add_argument("--calls", type=int, default=calls)
+    return parser
+
+
+def no_nova() -> bool:
+    """Whether Nova's venv is missing (said as the run's JSON)."""
+    if NOVA_PYTHON.exists():
+        return False
+    print(json.dumps({"skipped": f"no Nova venv at {NOVA_PYTHON}: make nova-venv"}))
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sizes(__doc__, 200).parse_args(argv)
+    if not no_nova():
+        print(json.dumps(asyncio.run(run(args.hosts, args.callers, args.calls)), indent=2))
     return 0
 
 

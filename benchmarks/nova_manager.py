@@ -9,9 +9,9 @@ Run as ``.venv/bin/python -m benchmarks.nova_manager [--hosts 10000] [--callers 
 * actorsched, through Nova 34's ``SchedulerAPI`` (in Nova's venv): one owner (no
   journal) holding ``--hosts`` hosts behind its Nova endpoint, without Placement
   (it decides RAM/CPU/disk itself, as ``serve`` without ``--placement-url``);
-  :func:`benchmarks.nova_endpoint.protocol`;
 * actorsched, the same requests through its own ``SchedulerClient``, on a fresh
-  owner holding the same hosts (the same function); then
+  owner holding the same hosts (these two are :func:`benchmarks.nova_endpoint.run`);
+  then
 * Nova, through ``SchedulerAPI``: ``nova-scheduler``
   (:mod:`benchmarks.nova_manager_side`: ``nova.service.Service.create``,
   threading backend, one worker) on a SQLite API database and cell holding the
@@ -32,7 +32,6 @@ run.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from . import nova_endpoint
 from .cluster import delete_names
 from .nova_caller import node_uuid
 from .nova_endpoint import (
@@ -54,8 +54,9 @@ from .nova_endpoint import (
     caller_argv,
     check_calls,
     host_reports,
-    protocol,
+    no_nova,
     run_callers,
+    sizes,
     summarize,
 )
 
@@ -279,46 +280,37 @@ async def run(
     nova_python: Path = NOVA_PYTHON,
 ) -> dict[str, Any]:
     """The figures of both schedulers (see the module's docstring); raises if a call failed."""
-    if not (nova_python.parent.parent / ".installed").exists():
-        raise RuntimeError(f"no Nova venv at {nova_python}: make nova-venv")
-    reports = host_reports(hosts)
-    ours = await protocol("nova", reports, callers, calls, nova_python)
-    native = await protocol("native", reports, callers, calls, Path(sys.executable))
+    both = await nova_endpoint.run(hosts, callers, calls, nova_python=nova_python)
+    ours, native = both["nova_endpoint"], both["native"]
     nova = await _nova(hosts, callers, calls, placement_limit or hosts, nova_python)
-    parts = {"actorsched": ours, "actorsched_native": native, "nova": nova}
-    check_calls(parts, callers * calls)
+    check_calls({"nova": nova}, callers * calls)
     return {
         "hosts": hosts,
         "callers": callers,
-        **parts,
+        "actorsched": ours,
+        "actorsched_native": native,
+        "nova": nova,
         "actorsched_over_nova_calls_per_s": round(ours["calls_per_s"] / nova["calls_per_s"], 1),
         "nova_over_actorsched_p99": round(nova["p99_ms"] / ours["p99_ms"], 1),
         "nova_over_actorsched_cpu_per_call": round(
             nova["server_cpu_ms_per_call"] / ours["server_cpu_ms_per_call"], 1
         ),
-        "nova_endpoint_over_native_calls_per_s": round(
-            ours["calls_per_s"] / native["calls_per_s"], 3
-        ),
-        "nova_endpoint_over_native_p99": round(ours["p99_ms"] / native["p99_ms"], 3),
+        "nova_endpoint_over_native_calls_per_s": both["nova_over_native_calls_per_s"],
+        "nova_endpoint_over_native_p99": both["nova_over_native_p99"],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=int, default=10_000)
-    parser.add_argument("--callers", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=25)
+    parser = sizes(__doc__, 25)
     parser.add_argument(
         "--placement-limit", type=int, default=None, help="max_placement_results (--hosts)"
     )
     args = parser.parse_args(argv)
-    if not NOVA_PYTHON.exists():
-        print(json.dumps({"skipped": f"no Nova venv at {NOVA_PYTHON}: make nova-venv"}))
-        return 0
-    result = asyncio.run(
-        run(args.hosts, args.callers, args.calls, placement_limit=args.placement_limit)
-    )
-    print(json.dumps(result, indent=2))
+    if not no_nova():
+        result = asyncio.run(
+            run(args.hosts, args.callers, args.calls, placement_limit=args.placement_limit)
+        )
+        print(json.dumps(result, indent=2))
     return 0
 
 
