@@ -38,11 +38,12 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The Nova tests drive Nova 34's own client from its venv (made once, then kept);
-# when it cannot be made they skip and say why.
+# when it cannot be made they skip and say why. /usr/sbin, often off a user's PATH,
+# holds the rabbitmqctl they make their vhost with (through sudo -n unless root).
 pytest: $(STAMP) rabbitmq postgresql
 	-@$(MAKE) --no-print-directory nova-venv || echo "make test: no Nova venv; the Nova tests skip"
 	-@bash scripts/ensure-virsh.sh || echo "make test: no virsh; the agent's libvirt test skips"
-	$(PY) -m pytest
+	PATH="$$PATH:/usr/sbin:/sbin" $(PY) -m pytest
 
 test: lint typecheck pytest
 

@@ -15,9 +15,9 @@ PORT=5432
 DB=test
 export PGCONNECT_TIMEOUT=5
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
+AS_ROOT_ELSE="start PostgreSQL on 127.0.0.1:5432 yourself (or set ACTORSCHED_TEST_PG_URL)"
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
 
 # accepting connections (pg_isready when there is one, a bare TCP connect otherwise)
 answers() {

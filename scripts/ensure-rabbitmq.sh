@@ -10,14 +10,14 @@ PORT=5672
 
 answers() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
+AS_ROOT_ELSE="start a broker on 127.0.0.1:5672 (guest/guest) yourself"
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
 
 if answers; then
     # running: wait until it is fully up when we can ask it (a node still booting
-    # accepts TCP before it accepts logins)
-    if command -v rabbitmqctl >/dev/null 2>&1; then
+    # accepts TCP before it accepts logins; the machine's rabbitmqctl needs root)
+    if command -v rabbitmqctl >/dev/null 2>&1 && can_be_root; then
         as_root rabbitmqctl -q await_startup --timeout 120 || true
     fi
     exit 0

@@ -5,9 +5,9 @@ set -euo pipefail
 
 PATH="$PATH:/usr/sbin:/sbin"
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
-}
+AS_ROOT_ELSE="install libvirt-clients yourself"
+# shellcheck source=as-root.sh
+. "$(dirname "$0")/as-root.sh"
 
 if command -v virsh >/dev/null 2>&1; then
     exit 0

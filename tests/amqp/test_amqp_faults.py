@@ -1,4 +1,8 @@
-"""Faults against the real broker: every connection closed mid-load, SIGTERM or SIGINT mid-load."""
+"""Faults against the real broker: every connection closed mid-load, SIGTERM or SIGINT mid-load.
+
+The connections are closed on a vhost of the test's own on the test run's private
+RabbitMQ node (tests/servers.py), never on the machine's broker: its ``rabbitmqctl``
+runs as whoever runs the tests, root or not."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import aiormq.exceptions
 import pytest
 from amqp_support import AMQP_URL, ROOMY, delete_topology, host_report, running_stack, unique_queue
 from conftest import code_under_test_env
+from servers import PrivateRabbit, private_rabbitmq_fixture  # noqa: F401 (a fixture)
 
 from actorsched import RequestSpec, Selection
 from actorsched.amqp import SchedulerClient
@@ -36,29 +41,25 @@ TRANSIENT = (
 )
 
 
-async def _rabbitmqctl(*args: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        "rabbitmqctl", "-q", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, f"rabbitmqctl {args} failed: {err.decode()}"
-    return out.decode()
-
-
 @pytest.fixture
-async def vhost_url() -> AsyncIterator[tuple[str, str]]:
+async def vhost_url(private_rabbitmq: PrivateRabbit) -> AsyncIterator[tuple[str, str]]:
     # a vhost of our own, so closing "all" connections closes only this test's
     vhost = f"actorsched-test-{uuid.uuid4().hex[:10]}"
-    await _rabbitmqctl("add_vhost", vhost)
+    await private_rabbitmq.actl("add_vhost", vhost)
     try:
-        await _rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        yield vhost, f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+        await private_rabbitmq.actl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield vhost, f"amqp://guest:guest@127.0.0.1:{private_rabbitmq.port}/{vhost}"
     finally:
-        await _rabbitmqctl("delete_vhost", vhost)
+        await private_rabbitmq.actl("delete_vhost", vhost)
+
+
+async def _close_all(node: PrivateRabbit, vhost: str, reason: str) -> str:
+    """``rabbitmqctl close_all_connections`` of ``vhost`` on the private node; its output."""
+    return await node.actl("close_all_connections", "--vhost", vhost, "--limit", "100", reason)
 
 
 async def test_close_all_connections_mid_load_loses_and_doubles_no_claim(
-    vhost_url: tuple[str, str],
+    vhost_url: tuple[str, str], private_rabbitmq: PrivateRabbit
 ) -> None:
     vhost, url = vhost_url
     async with running_stack(url, config=ROOMY, client_timeout=3) as stack:
@@ -93,9 +94,7 @@ async def test_close_all_connections_mid_load_loses_and_doubles_no_claim(
         load = asyncio.gather(*(worker(uuids[i::50]) for i in range(50)))
         await enough.wait()
         placed_before_fault = len(acknowledged)
-        out = await _rabbitmqctl(
-            "close_all_connections", "--vhost", vhost, "--limit", "100", "test: broker fault"
-        )
+        out = await _close_all(private_rabbitmq, vhost, "test: broker fault")
         closed = re.search(r"Closed (\d+) connections", out)
         assert closed is not None, out
         assert int(closed.group(1)) >= 2  # the service's and the client's
@@ -171,13 +170,11 @@ async def _one_out_one_queued(url: str, **options: Any) -> AsyncIterator[Schedul
 
 
 async def test_a_reconnect_frees_the_window_of_unanswered_messages(
-    vhost_url: tuple[str, str],
+    vhost_url: tuple[str, str], private_rabbitmq: PrivateRabbit
 ) -> None:
     vhost, url = vhost_url
     async with _one_out_one_queued(url, window_hold=60, reconnect_interval=0.2) as client:
-        await _rabbitmqctl(
-            "close_all_connections", "--vhost", vhost, "--limit", "100", "test: reconnect"
-        )
+        await _close_all(private_rabbitmq, vhost, "test: reconnect")
         # after the reconnect the lost message holds no slot: the queued call
         # goes out at once, long before the window hold (or the timeout) ends
         assert await _eventually(lambda: client.messages_sent == 2)

@@ -88,9 +88,12 @@ MADE_VHOST = False
 
 
 def _rabbitmqctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["rabbitmqctl", *args], capture_output=True, text=True, timeout=60, check=False
-    )
+    # the machine's node answers only root's and the rabbitmq user's rabbitmqctl (Debian's
+    # wrapper refuses anyone else): through sudo, never prompting, when we are neither
+    argv = ["rabbitmqctl", *args]
+    if os.geteuid() != 0:
+        argv = ["sudo", "-n", "--", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
 
 def _make_vhost() -> None:
@@ -98,7 +101,11 @@ def _make_vhost() -> None:
     user = ARGS.rabbit.split("@")[0].split(":")[0]
     made = _rabbitmqctl("add_vhost", VHOST)
     if made.returncode != 0:
-        raise RuntimeError(f"rabbitmqctl add_vhost {VHOST}: {made.stderr.strip()[-500:]}")
+        said = (made.stderr or made.stdout).strip()[-500:]
+        needs = " (making a vhost needs root: run as root or with sudo without a password)"
+        raise RuntimeError(
+            f"rabbitmqctl add_vhost {VHOST}: {said}" + (needs if os.geteuid() != 0 else "")
+        )
     MADE_VHOST = True
     print(f"VHOST {VHOST}", flush=True)  # so a caller that must kill us can delete it
     perm = _rabbitmqctl("set_permissions", "-p", VHOST, user, ".*", ".*", ".*")
