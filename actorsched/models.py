@@ -677,57 +677,111 @@ class SchedulerConfig(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    ram_allocation_ratio: float = Field(1.0, gt=0)
-    cpu_allocation_ratio: float = Field(4.0, gt=0)
-    disk_allocation_ratio: float = Field(1.0, gt=0)
-    enabled_filters: Annotated[list[str], AfterValidator(_known_filters)] = list(BUILTIN_FILTERS)
-    ram_weight_multiplier: float = 1.0
-    cpu_weight_multiplier: float = 1.0
-    disk_weight_multiplier: float = 1.0
-    io_ops_weight_multiplier: float = -1.0
-    num_instances_weight_multiplier: float = 0.0
-    soft_affinity_weight_multiplier: float = Field(1.0, ge=0)
-    soft_anti_affinity_weight_multiplier: float = Field(1.0, ge=0)
-    host_subset_size: int = Field(1, ge=1)
-    # shuffle the hosts of equal best weight before the subset choice (Nova Rocky)
-    shuffle_best_same_weighed_hosts: bool = False
-    max_attempts: int = Field(3, ge=1)
+    ram_allocation_ratio: float = Field(1.0, gt=0, description="RAM overcommit")
+    cpu_allocation_ratio: float = Field(4.0, gt=0, description="vCPU overcommit")
+    disk_allocation_ratio: float = Field(1.0, gt=0, description="disk overcommit")
+    enabled_filters: Annotated[list[str], AfterValidator(_known_filters)] = Field(
+        list(BUILTIN_FILTERS), description="comma-separated filter names"
+    )
+    ram_weight_multiplier: float = Field(
+        1.0, description="RAMWeigher's multiplier: more free RAM first (negative: stack)"
+    )
+    cpu_weight_multiplier: float = Field(
+        1.0, description="CPUWeigher's multiplier: more free vCPUs first (negative: stack)"
+    )
+    disk_weight_multiplier: float = Field(
+        1.0, description="DiskWeigher's multiplier: more free disk first (negative: stack)"
+    )
+    io_ops_weight_multiplier: float = Field(
+        -1.0, description="IoOpsWeigher's multiplier: negative puts hosts with fewer I/O ops first"
+    )
+    num_instances_weight_multiplier: float = Field(
+        0.0, description="NumInstancesWeigher's multiplier: positive puts hosts with more first"
+    )
+    soft_affinity_weight_multiplier: float = Field(
+        1.0, ge=0, description="ServerGroupSoftAffinityWeigher's multiplier"
+    )
+    soft_anti_affinity_weight_multiplier: float = Field(
+        1.0, ge=0, description="ServerGroupSoftAntiAffinityWeigher's multiplier"
+    )
+    host_subset_size: int = Field(1, ge=1, description="pick at random among this many best hosts")
+    shuffle_best_same_weighed_hosts: bool = Field(
+        False,
+        description="shuffle the hosts of equal best weight before the subset choice (Nova Rocky)",
+    )
+    max_attempts: int = Field(3, ge=1, description="the chosen host and its alternates")
     # NumInstancesFilter's and IoOpsFilter's limits, and AggregateNumInstancesFilter's
     # and AggregateIoOpsFilter's where a host's aggregates set none (as a metadata key
     # of the same name)
-    max_io_ops_per_host: int = Field(8, ge=0)
-    max_instances_per_host: int = Field(50, ge=0)
-    service_down_time: float = Field(60.0, gt=0)
-    # the zone of a host that reports none (Nova's [DEFAULT] default_availability_zone)
-    default_availability_zone: Name = "nova"
-    # the architecture ImagePropertiesFilter asks for an image that names none
-    # (Nova's [filter_scheduler] image_properties_default_architecture)
-    image_properties_default_architecture: Annotated[Name | None, AfterValidator(_architecture)] = (
-        None
+    max_io_ops_per_host: int = Field(
+        8, ge=0, description="IoOpsFilter's limit of I/O-heavy operations (builds, moves) on a host"
     )
-    # IsolatedHostsFilter (Nova's [filter_scheduler] options of these names): the
-    # images that may go to the isolated hosts only, those hosts, and whether they
-    # take those images only
-    isolated_images: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
-    isolated_hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
-    restrict_isolated_hosts_to_isolated_images: bool = True
+    max_instances_per_host: int = Field(
+        50, ge=0, description="NumInstancesFilter's limit of instances on a host"
+    )
+    service_down_time: float = Field(
+        60.0, gt=0, description="seconds of silence after which a host is down"
+    )
+    default_availability_zone: Name = Field(
+        "nova",
+        description="the zone of a host that reports none (Nova's [DEFAULT] "
+        "default_availability_zone)",
+    )
+    image_properties_default_architecture: Annotated[Name | None, AfterValidator(_architecture)] = (
+        Field(
+            None,
+            description="the architecture ImagePropertiesFilter asks for an image that names none",
+        )
+    )
+    # IsolatedHostsFilter (Nova's [filter_scheduler] options of these names)
+    isolated_images: Annotated[
+        list[Name],
+        Field(
+            max_length=_MAX_LIST,
+            description="IsolatedHostsFilter: the images that may go to the isolated hosts only",
+        ),
+    ] = _empty_list()
+    isolated_hosts: Annotated[
+        list[Name],
+        Field(max_length=_MAX_LIST, description="IsolatedHostsFilter: the isolated hosts"),
+    ] = _empty_list()
+    restrict_isolated_hosts_to_isolated_images: bool = Field(
+        True, description="IsolatedHostsFilter: the isolated hosts take the isolated images only"
+    )
     # Nova 34's request filters ([scheduler] in nova.conf): a project's hosts are
     # its aggregates' (filter_tenant_id* = the project) and, when required, a
     # project without any gets none; an aggregate with trait:X=required takes only
     # requests that require X
-    limit_tenants_to_placement_aggregate: bool = False
-    placement_aggregate_required_for_tenants: bool = False
-    enable_isolated_aggregate_filtering: bool = False
+    limit_tenants_to_placement_aggregate: bool = Field(
+        False, description="a project's hosts are those of its aggregates (filter_tenant_id*)"
+    )
+    placement_aggregate_required_for_tenants: bool = Field(
+        False,
+        description="with limit_tenants_to_placement_aggregate: a project in none gets no host",
+    )
+    enable_isolated_aggregate_filtering: bool = Field(
+        False,
+        description="an aggregate with trait:X=required takes only requests that require X",
+    )
     # AggregateImagePropertiesIsolation: only the aggregate metadata keys that start
     # with the namespace and the separator are compared (no namespace: every key)
-    aggregate_image_properties_isolation_namespace: Name | None = None
-    aggregate_image_properties_isolation_separator: Annotated[str, Field(max_length=255)] = "."
-    # HypervisorVersionWeigher's multiplier (newer hypervisors first): 0, off, by
-    # default, as Nova 18 had no such weigher; a nova.conf sets Nova 34's (1.0)
-    hypervisor_version_weight_multiplier: float = 0.0
-    # BuildFailureWeigher's multiplier (Nova's default: hosts with recent failed
-    # builds last; its weight is -failed_builds normalized, times this)
-    build_failure_weight_multiplier: float = 1_000_000.0
+    aggregate_image_properties_isolation_namespace: Name | None = Field(
+        None,
+        description="AggregateImagePropertiesIsolation compares only the metadata keys "
+        "in this namespace (none: every key)",
+    )
+    aggregate_image_properties_isolation_separator: Annotated[str, Field(max_length=255)] = Field(
+        ".", description="AggregateImagePropertiesIsolation: between the namespace and the key"
+    )
+    # 0, off, by default, as Nova 18 had no such weigher; a nova.conf sets Nova 34's (1.0)
+    hypervisor_version_weight_multiplier: float = Field(
+        0.0, description="HypervisorVersionWeigher's multiplier: newer hypervisors first"
+    )
+    # Nova's default: hosts with recent failed builds last; its weight is
+    # -failed_builds normalized, times this
+    build_failure_weight_multiplier: float = Field(
+        1_000_000.0, description="BuildFailureWeigher's multiplier: hosts with failed builds last"
+    )
     # Nova's [metrics] options: (metric, ratio) pairs in order, a name possibly
     # twice (MetricsFilter passes the hosts that report every name; MetricsWeigher
     # weighs the sum of value x ratio), MetricsWeigher's multiplier, whether a
@@ -735,53 +789,86 @@ class SchedulerConfig(BaseModel):
     # weighs weight_of_unavailable
     metrics_weight_setting: Annotated[
         list[tuple[Name, Annotated[float, Field(allow_inf_nan=False)]]],
-        Field(max_length=_MAX_METRICS),
+        Field(
+            max_length=_MAX_METRICS,
+            description="MetricsWeigher's (metric, ratio) pairs, in order ([metrics] "
+            "weight_setting)",
+        ),
         BeforeValidator(_pairs),  # a TOML file or JSON gives each pair as an array
     ] = _empty_list()
-    metrics_weight_multiplier: float = 1.0
-    metrics_required: bool = True
-    metrics_weight_of_unavailable: float = -10_000.0
+    metrics_weight_multiplier: float = Field(1.0, description="MetricsWeigher's multiplier")
+    metrics_required: bool = Field(
+        True,
+        description="a weighed host without a metric fails the request (else it weighs "
+        "metrics_weight_of_unavailable)",
+    )
+    metrics_weight_of_unavailable: float = Field(
+        -10_000.0, description="the weight of a host without a metric, when not required"
+    )
     # ImagePropertiesWeigher (Nova's [filter_scheduler] image_props_weight_*): 0, its
     # default, builds no weigher; else a host weighs the instances it holds whose
     # image shares a property (name and value) with the request's, each property
     # weighed by its ratio in the setting (every one 1.0 when the setting is empty;
     # a name given twice: the last ratio, as Nova's dict of them)
-    image_props_weight_multiplier: float = 0.0
+    image_props_weight_multiplier: float = Field(
+        0.0,
+        description="ImagePropertiesWeigher's multiplier: hosts of instances with the same "
+        "image properties (0: off)",
+    )
     image_props_weight_setting: Annotated[
         list[tuple[Name, Annotated[float, Field(allow_inf_nan=False)]]],
-        Field(max_length=_MAX_IMAGE_PROPERTIES),
+        Field(
+            max_length=_MAX_IMAGE_PROPERTIES,
+            description="ImagePropertiesWeigher's (property, ratio) pairs (empty: each 1.0)",
+        ),
         BeforeValidator(_pairs),
     ] = _empty_list()
-    claim_timeout: float = Field(600.0, gt=0)
+    claim_timeout: float = Field(600.0, gt=0, description="seconds an unreported claim is held")
     # what the state may hold: past these, a report or a request is refused with
     # InvalidRequest naming the bound (memory grows with each, and never past it)
-    max_hosts: int = Field(1_000_000, ge=1)
-    max_claims: int = Field(5_000_000, ge=1)
-    max_traits: int = Field(1_024, ge=1)  # distinct trait names ever reported
-    max_zones: int = Field(1_024, ge=1)  # distinct availability zones ever reported
-    max_aggregates: int = Field(1_000, ge=0)  # host aggregates at once
-    max_aggregate_hosts: int = Field(100_000, ge=1)  # hosts named by one aggregate
-    # host memberships of every aggregate together (a host in 3 aggregates counts 3)
-    max_aggregate_members: int = Field(1_000_000, ge=1)
-    max_aggregate_metadata: int = Field(64, ge=0)  # metadata keys of one aggregate
-    mailbox_size: int = Field(1024, ge=1)
-    # messages that may wait in line for room while the mailbox is full; past
-    # it, submit() raises MailboxFull and awaiting callers wait unsent
-    max_waiting: int = Field(1024, ge=0)
-    max_batch: int = Field(256, ge=1)
-    # requests waiting for room (RequestSpec.wait); past it, one that fits
-    # nowhere raises NoValidHost at once, saying the waiting line is full
-    max_waiting_requests: int = Field(1_000, ge=0)
+    max_hosts: int = Field(1_000_000, ge=1, description="hosts the state may hold")
+    max_claims: int = Field(5_000_000, ge=1, description="live claims the state may hold")
+    max_traits: int = Field(1_024, ge=1, description="distinct trait names ever reported")
+    max_zones: int = Field(1_024, ge=1, description="distinct availability zones ever reported")
+    max_aggregates: int = Field(1_000, ge=0, description="host aggregates at once")
+    max_aggregate_hosts: int = Field(100_000, ge=1, description="hosts named by one aggregate")
+    max_aggregate_members: int = Field(
+        1_000_000,
+        ge=1,
+        description="host memberships of every aggregate together (a host in 3 counts 3)",
+    )
+    max_aggregate_metadata: int = Field(64, ge=0, description="metadata keys of one aggregate")
+    mailbox_size: int = Field(1024, ge=1, description="the owner's bounded mailbox")
+    # past max_waiting, submit() raises MailboxFull and awaiting callers wait unsent
+    max_waiting: int = Field(
+        1024, ge=0, description="messages that may wait for room while the mailbox is full"
+    )
+    max_batch: int = Field(256, ge=1, description="messages the owner handles per wake-up")
+    # past max_waiting_requests, one that fits nowhere raises NoValidHost at once,
+    # saying the waiting line is full
+    max_waiting_requests: int = Field(
+        1_000, ge=0, description="placement requests that may wait for room (RequestSpec.wait)"
+    )
     # priority and preemption (issue 16): a request that fits nowhere may free
     # one host by releasing claims of a priority lower than its own by at least
     # preemption_min_priority_delta, at most max_preemption_victims of them
-    preemption: bool = False
-    preemption_min_priority_delta: int = Field(1, ge=1)
-    max_preemption_victims: int = Field(64, ge=1, le=MAX_PREEMPTION_VICTIMS)
-    # candidate hosts a preemption weighs before it picks the best of them
-    # (kube's minCandidateNodesAbsolute): the bound on its work in the owner
-    preemption_candidates: int = Field(100, ge=1)
-    seed: int | None = None
+    preemption: bool = Field(
+        False,
+        description="a request that fits nowhere may free a host of lower-priority claims",
+    )
+    preemption_min_priority_delta: int = Field(
+        1, ge=1, description="how much lower a victim's priority must be than the request's"
+    )
+    max_preemption_victims: int = Field(
+        64, ge=1, le=MAX_PREEMPTION_VICTIMS, description="claims one preemption may release"
+    )
+    # kube's minCandidateNodesAbsolute: the bound on a preemption's work in the owner
+    preemption_candidates: int = Field(
+        100, ge=1, description="candidate hosts a preemption weighs before it picks the best"
+    )
+    seed: int | None = Field(
+        None, description="seed of the random choices among equal hosts (none: unseeded)"
+    )
     # which Nova release's rules where Nova 18 and Nova 34 differ: a weight below its
     # weigher's minval (18: lowers the low end to itself; 34: counts as the minval), the
     # zone asked (18: AvailabilityZoneFilter, zoneless hosts in the default zone; 34:
@@ -792,4 +879,6 @@ class SchedulerConfig(BaseModel):
     # number (18: no match; 34: InvalidRequest), a later instance of a multi-create (34:
     # weighed beside the hosts the earlier ones filled, as Nova 34's _schedule weighs
     # Placement's candidates for one instance). A nova.conf read sets 34.
-    nova_release: Literal[18, 34] = 18
+    nova_release: Literal[18, 34] = Field(
+        18, description="whose rules where Nova 18 and 34 differ (a nova.conf read sets 34)"
+    )

@@ -43,6 +43,8 @@ from pydantic import (
     ValidationError,
     create_model,
 )
+from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 from yarl import URL
@@ -74,6 +76,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "add_arguments",
+    "computed_default",
     "default_journal_path",
     "load",
     "main",
@@ -105,6 +108,19 @@ def default_journal_path() -> Path:
     return base / "journal.sqlite"
 
 
+def _computed(words: str) -> JsonDict:
+    """The mark of a default computed where the command runs, and what it is in words:
+    ``--help`` and the settings reference say those words, never one machine's value."""
+    return {"computed_default": words}
+
+
+def computed_default(field: FieldInfo) -> str | None:
+    """A field's default in words when it is computed where the command runs, else None."""
+    extra = field.json_schema_extra
+    words = extra.get("computed_default") if isinstance(extra, dict) else None
+    return words if isinstance(words, str) else None
+
+
 def _upper(value: Any) -> Any:
     return value.upper() if isinstance(value, str) else value
 
@@ -128,38 +144,90 @@ class ServiceSettings(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    amqp_url: Annotated[str, AfterValidator(_amqp_url)] = DEFAULT_URL
-    queue: Name = DEFAULT_QUEUE
-    # deliveries in flight at most, at most mailbox_size (None: the smaller of
-    # protocol.DEFAULT_PREFETCH and mailbox_size)
-    prefetch: int | None = Field(None, ge=1, le=65_535)
-    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
-    max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1)
-    delivery_limit: int = Field(DEFAULT_DELIVERY_LIMIT, ge=1)
-    metrics_port: int | None = Field(None, ge=0, le=65_535)  # None: no endpoint
-    metrics_host: str = Field("127.0.0.1", min_length=1)
-    drain_timeout: float = Field(30.0, ge=0)
-    # a path (SQLite: one serve per file) or a postgresql:// URL
-    journal: str = Field(default_factory=lambda: str(default_journal_path()), min_length=1)
-    no_journal: bool = False
-    # make the journal (an SQLite file, a PostgreSQL shard) when it does not exist;
-    # without it only the default journal path is made, on its first use
-    create_journal: bool = False
-    shard: Name = DEFAULT_SHARD
-    follow_interval: float = Field(DEFAULT_FOLLOW_INTERVAL, gt=0)
-    # seconds a journal commit may take: past it serve fail-stops (its standby takes over)
-    commit_timeout: float = Field(DEFAULT_COMMIT_TIMEOUT, gt=0)
-    # seconds an idle active goes without confirming in a postgresql:// journal that
-    # it still owns the shard: the longest two serves may both say "active"
-    owner_check_interval: float = Field(DEFAULT_OWNER_CHECK_INTERVAL, gt=0)
-    # seconds to keep trying the broker at start, a line per attempt (0: try once)
-    connect_timeout: float = Field(30.0, ge=0)
-    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = (
-        "INFO"
+    amqp_url: Annotated[str, AfterValidator(_amqp_url)] = Field(
+        DEFAULT_URL, description="broker URL"
     )
-    log_format: Annotated[Literal["text", "json"], BeforeValidator(_lower)] = "text"
-    # a line per placement and per NoValidHost on the actorsched.decisions logger
-    log_decisions: bool = True
+    queue: Name = Field(DEFAULT_QUEUE, description="request queue to consume")
+    # None: the smaller of protocol.DEFAULT_PREFETCH and mailbox_size
+    prefetch: int | None = Field(
+        None, ge=1, le=65_535, description="deliveries in flight at most (<= mailbox size)"
+    )
+    max_body_bytes: int = Field(
+        DEFAULT_MAX_BODY_BYTES,
+        ge=1,
+        description="larger messages are cut and dead-lettered as they arrive",
+    )
+    max_reply_bytes: int = Field(
+        DEFAULT_MAX_REPLY_BYTES, ge=1, description="larger replies are refused with InvalidRequest"
+    )
+    delivery_limit: int = Field(
+        DEFAULT_DELIVERY_LIMIT, ge=1, description="x-delivery-limit of the quorum queue"
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65_535,
+        description="serve /metrics, /healthz and /readyz on this port (default: off)",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="address the metrics endpoint binds (no authentication: keep it behind "
+        "your firewall)",
+    )
+    drain_timeout: float = Field(
+        30.0, ge=0, description="seconds to finish in-flight requests on SIGTERM/SIGINT"
+    )
+    # SQLite: one serve per file
+    journal: str = Field(
+        default_factory=lambda: str(default_journal_path()),
+        min_length=1,
+        description="SQLite file path, or a postgresql:// URL shared by an active/standby pair",
+        json_schema_extra=_computed("a file in the state directory"),
+    )
+    no_journal: bool = Field(
+        False, description="keep state in memory only: a restart forgets every claim"
+    )
+    create_journal: bool = Field(
+        False,
+        description="make the journal if it does not exist (without it a missing --journal "
+        "or --shard refuses to start; the default journal file is made on first use)",
+    )
+    shard: Name = Field(
+        DEFAULT_SHARD, description="name of this scheduler's state in a postgresql:// journal"
+    )
+    follow_interval: float = Field(
+        DEFAULT_FOLLOW_INTERVAL,
+        gt=0,
+        description="seconds between a standby's reads of the journal",
+    )
+    commit_timeout: float = Field(
+        DEFAULT_COMMIT_TIMEOUT,
+        gt=0,
+        description="seconds a journal commit may take before serve fail-stops so its "
+        "standby takes over",
+    )
+    # the longest two serves may both say "active"
+    owner_check_interval: float = Field(
+        DEFAULT_OWNER_CHECK_INTERVAL,
+        gt=0,
+        description="seconds an idle active goes without confirming in a postgresql:// "
+        "journal that it still owns the shard (taken over: it fail-stops)",
+    )
+    # a line per attempt; 0: try once
+    connect_timeout: float = Field(
+        30.0, ge=0, description="seconds to keep trying the broker at start"
+    )
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = (
+        Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    )
+    log_format: Annotated[Literal["text", "json"], BeforeValidator(_lower)] = Field(
+        "text", description="text, or json for log pipelines"
+    )
+    log_decisions: bool = Field(
+        True,
+        description="a line per placement and per NoValidHost on the actorsched.decisions logger",
+    )
 
 
 class AgentSettings(BaseModel):
@@ -171,23 +239,39 @@ class AgentSettings(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    host: Name = Field(default_factory=socket.gethostname)
-    availability_zone: Name | None = None
-    traits: list[Name] = Field(default_factory=list, max_length=1_000)
-    enabled: bool = True
-    interval: float = Field(10.0, gt=0)  # seconds between reports
-    rounds: int | None = Field(None, ge=1)  # reports to send, then stop (None: until stopped)
-    disk_path: str = Field("/", min_length=1)  # the file system instances live on
-    memory_mb_reserved: int = Field(0, ge=0)  # kept back for the host itself
+    host: Name = Field(
+        default_factory=socket.gethostname,
+        description="the name to report",
+        json_schema_extra=_computed("this machine's"),
+    )
+    availability_zone: Name | None = Field(None, description="the zone to report")
+    traits: list[Name] = Field(
+        default_factory=list, max_length=1_000, description="comma-separated traits to report"
+    )
+    enabled: bool = Field(
+        True, description="whether the host takes new placements (false: reported disabled)"
+    )
+    interval: float = Field(10.0, gt=0, description="seconds between reports")
+    rounds: int | None = Field(
+        None, ge=1, description="reports to send, then stop (default: until stopped)"
+    )
+    # the file system instances live on
+    disk_path: str = Field("/", min_length=1, description="the file system whose size to report")
+    memory_mb_reserved: int = Field(0, ge=0, description="memory kept for the host")
     # the instances running here: a JSON list of objects with "uuid" and their
     # flavor's "memory_mb", "vcpus" and "disk_gb", read from this file or printed
     # by this command
-    instances_file: str | None = None
-    instances_command: str | None = None
+    instances_file: str | None = Field(None, description="a JSON list of the instances here")
+    instances_command: str | None = Field(None, description="a command printing that list")
     # or the running domains of libvirt at this URI (qemu:///system), through virsh
-    libvirt_uri: str | None = Field(None, min_length=1)
-    # or none: a host that runs nothing actorsched placed (reports 0 instances)
-    no_instances: bool = False
+    libvirt_uri: str | None = Field(
+        None, min_length=1, description="read the running instances from libvirt here (virsh)"
+    )
+    no_instances: bool = Field(
+        False,
+        description="this host runs nothing actorsched placed: report 0 instances, no source "
+        "needed",
+    )
 
 
 def _uuid(value: str) -> str:
@@ -211,31 +295,58 @@ class NovaSettings(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    # the nova.conf to read as Nova 34 reads it; None: no Nova endpoint
-    config: str | None = Field(None, min_length=1)
-    # the cell the Selections name (Nova's cell mapping uuid of the cell served)
-    cell_uuid: Annotated[str, AfterValidator(_uuid)] = "00000000-0000-0000-0000-000000000001"
-    # Nova messages in flight at most (at most mailbox_size)
-    nova_prefetch: int = Field(64, ge=1, le=65_535)
-    # Nova's scheduler topic (queues scheduler and scheduler.<host>); another only to
-    # run beside a nova-scheduler on one vhost, as the tests do (queue names are global)
-    topic: Name = "scheduler"
-    # Placement's endpoint: host state followed from it and claims written to it
-    # (None: hosts come from native reports and nothing is written to Placement)
-    placement_url: Annotated[str, AfterValidator(_http_url)] | None = None
-    # the X-Auth-Token sent to Placement (its noauth2 strategy reads "user[:project]"),
+    # read as Nova 34 reads it; None: no Nova endpoint
+    config: str | None = Field(
+        None,
+        min_length=1,
+        description="answer Nova's scheduler RPC API as configured by this nova.conf "
+        "(default: off)",
+    )
+    cell_uuid: Annotated[str, AfterValidator(_uuid)] = Field(
+        "00000000-0000-0000-0000-000000000001",
+        description="the cell the Selections name (Nova's cell mapping uuid of the cell served)",
+    )
+    nova_prefetch: int = Field(
+        64, ge=1, le=65_535, description="Nova messages in flight at most (<= mailbox size)"
+    )
+    # another only to run beside a nova-scheduler on one vhost, as the tests do (queue
+    # names are global)
+    topic: Name = Field(
+        "scheduler",
+        description="Nova's scheduler topic (its queues scheduler and scheduler.<host>)",
+    )
+    # None: hosts come from native reports and nothing is written to Placement
+    placement_url: Annotated[str, AfterValidator(_http_url)] | None = Field(
+        None,
+        description="with --nova-config: follow this Placement for host state and write "
+        "claims to it before Nova is answered (default: off)",
+    )
     # unless nova.conf's [placement] says auth_type = password: a Keystone token then
-    placement_token: str = Field("admin", min_length=1, max_length=4_096)
-    # seconds between polls of Placement's providers, and per call to it
-    placement_poll_interval: float = Field(1.0, gt=0, le=3_600)
-    placement_timeout: float = Field(10.0, gt=0, le=600)
-    # Placement calls in flight at most, each on a kept-alive connection of its own:
-    # the follower's reads of changed providers and the claims alike
-    placement_max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=256)
-    # a JSON file of what Placement cannot say of a followed host: its hypervisor facts
+    placement_token: str = Field(
+        "admin",
+        min_length=1,
+        max_length=4_096,
+        description='the X-Auth-Token sent to Placement (its noauth2 reads "user[:project]")',
+    )
+    placement_poll_interval: float = Field(
+        1.0, gt=0, le=3_600, description="seconds between polls of Placement's providers"
+    )
+    placement_timeout: float = Field(
+        10.0, gt=0, le=600, description="seconds a call to Placement may take"
+    )
+    # each on a kept-alive connection of its own: the follower's reads of changed
+    # providers and the claims alike
+    placement_max_connections: int = Field(
+        DEFAULT_MAX_CONNECTIONS, ge=1, le=256, description="Placement calls in flight at most"
+    )
     # ({node: {"hypervisor_type", "hypervisor_version", "supported_instances", ...}}),
     # which Nova's scheduler reads from its compute node records
-    placement_host_facts: str | None = Field(None, min_length=1)
+    placement_host_facts: str | None = Field(
+        None,
+        min_length=1,
+        description="a JSON file of the hypervisor facts of followed hosts, which Placement "
+        "does not hold",
+    )
 
 
 class AuthSettings(BaseModel):
@@ -248,13 +359,20 @@ class AuthSettings(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    # broker user (or "anonymous") -> its roles
-    users: dict[Name, list[Role]] = Field(default_factory=dict, max_length=10_000)
-    # role -> the highest priority its requests may ask (admin: no cap; unnamed: 0)
-    max_priority: dict[Role, int] = Field(default_factory=dict)
-    # the roles of what comes through the Nova endpoint (oslo.messaging sets no
-    # user_id: Nova's vhost and exchange permissions are its security)
-    nova: list[Role] = Field(default_factory=lambda: list(ROLES))
+    users: dict[Name, list[Role]] = Field(
+        default_factory=dict,
+        max_length=10_000,
+        description='broker user (or "anonymous") -> its roles',
+    )
+    max_priority: dict[Role, int] = Field(
+        default_factory=dict,
+        description="role -> the highest priority its requests may ask (admin: no cap; unnamed: 0)",
+    )
+    # oslo.messaging sets no user_id: Nova's vhost and exchange permissions are its security
+    nova: list[Role] = Field(
+        default_factory=lambda: list(ROLES),
+        description="the roles of what comes through the Nova endpoint",
+    )
 
 
 _MODELS: dict[str, type[BaseModel]] = {
@@ -282,154 +400,69 @@ assert len(_ALL_NAMES) == len(set(_ALL_NAMES)), "one environment variable per se
 @dataclass(frozen=True)
 class Flag:
     """A command-line flag for one setting: ``--`` and the field's name with dashes,
-    unless ``option`` names it otherwise."""
+    unless ``option`` names it otherwise. Its help is the field's description (the
+    one text of a setting, shown by ``--help`` and the settings reference) unless
+    ``help`` says otherwise: a switch that sets the opposite of its field's sense."""
 
     section: str
     field: str
-    help: str
     kind: Literal["value", "switch", "list"] = "value"
     option: str = ""
+    help: str = ""
 
     def __post_init__(self) -> None:
         if not self.option:
             object.__setattr__(self, "option", "--" + self.field.replace("_", "-"))
+        if not self.help:
+            description = _MODELS[self.section].model_fields[self.field].description
+            object.__setattr__(self, "help", description or "")
 
 
 FLAGS: tuple[Flag, ...] = (
-    Flag("service", "amqp_url", "broker URL"),
-    Flag("service", "queue", "request queue to consume"),
-    Flag("service", "prefetch", "deliveries in flight at most (<= mailbox size)"),
-    Flag(
-        "service",
-        "max_body_bytes",
-        "larger messages are cut and dead-lettered as they arrive",
-    ),
-    Flag(
-        "service",
-        "max_reply_bytes",
-        "larger replies are refused with InvalidRequest",
-    ),
-    Flag("service", "delivery_limit", "x-delivery-limit of the quorum queue"),
-    Flag(
-        "service",
-        "metrics_port",
-        "serve /metrics, /healthz and /readyz on this port (default: off)",
-    ),
-    Flag(
-        "service",
-        "metrics_host",
-        "address the metrics endpoint binds (no authentication: keep it behind your firewall)",
-    ),
-    Flag(
-        "service",
-        "drain_timeout",
-        "seconds to finish in-flight requests on SIGTERM/SIGINT",
-    ),
-    Flag(
-        "service",
-        "journal",
-        "SQLite file path, or a postgresql:// URL shared "
-        "by an active/standby pair (default: a file in the state directory)",
-    ),
-    Flag(
-        "service",
-        "no_journal",
-        "keep state in memory only: a restart forgets every claim",
-        kind="switch",
-    ),
-    Flag(
-        "service",
-        "create_journal",
-        "make the journal if it does not exist (without it a missing --journal or --shard "
-        "refuses to start; the default journal file is made on first use)",
-        kind="switch",
-    ),
-    Flag("service", "shard", "name of this scheduler's state in a postgresql:// journal"),
-    Flag(
-        "service",
-        "follow_interval",
-        "seconds between a standby's reads of the journal",
-    ),
-    Flag(
-        "service",
-        "commit_timeout",
-        "seconds a journal commit may take before serve fail-stops so its standby takes over",
-    ),
-    Flag(
-        "service",
-        "owner_check_interval",
-        "seconds an idle active goes without confirming in a postgresql:// journal that it "
-        "still owns the shard (taken over: it fail-stops)",
-    ),
-    Flag(
-        "service",
-        "connect_timeout",
-        "seconds to keep trying the broker at start",
-    ),
-    Flag("service", "log_level", "DEBUG, INFO, WARNING or ERROR"),
-    Flag("service", "log_format", "text, or json for log pipelines"),
-    Flag(
-        "nova",
-        "config",
-        "answer Nova's scheduler RPC API as configured by this nova.conf (default: off)",
-        option="--nova-config",
-    ),
-    Flag(
-        "nova",
-        "placement_url",
-        "with --nova-config: follow this Placement for host state and write claims to it "
-        "before Nova is answered (default: off)",
-        option="--placement-url",
-    ),
-    Flag("scheduler", "mailbox_size", "the owner's bounded mailbox"),
-    Flag(
-        "scheduler",
-        "max_waiting",
-        "messages that may wait for room while the mailbox is full",
-    ),
-    Flag(
-        "scheduler",
-        "max_waiting_requests",
-        "placement requests that may wait for room (RequestSpec.wait)",
-    ),
-    Flag("scheduler", "ram_allocation_ratio", "RAM overcommit"),
-    Flag("scheduler", "cpu_allocation_ratio", "vCPU overcommit"),
-    Flag("scheduler", "disk_allocation_ratio", "disk overcommit"),
-    Flag(
-        "scheduler",
-        "enabled_filters",
-        "comma-separated filter names",
-        kind="list",
-    ),
-    Flag(
-        "scheduler",
-        "host_subset_size",
-        "pick at random among this many best hosts",
-    ),
-    Flag("scheduler", "max_attempts", "the chosen host and its alternates"),
-    Flag(
-        "scheduler",
-        "service_down_time",
-        "seconds of silence after which a host is down",
-    ),
-    Flag("scheduler", "claim_timeout", "seconds an unreported claim is held"),
-    Flag("agent", "host", "the name to report (default: this machine's)"),
-    Flag("agent", "availability_zone", "the zone to report"),
-    Flag("agent", "traits", "comma-separated traits to report", kind="list"),
-    Flag("agent", "enabled", "report the host disabled", kind="switch", option="--disabled"),
-    Flag("agent", "interval", "seconds between reports"),
-    Flag("agent", "rounds", "reports to send, then stop (default: until stopped)"),
-    Flag("agent", "disk_path", "the file system whose size to report"),
-    Flag("agent", "memory_mb_reserved", "memory kept for the host"),
-    Flag("agent", "instances_file", "a JSON list of the instances here"),
-    Flag("agent", "instances_command", "a command printing that list"),
-    Flag("agent", "libvirt_uri", "read the running instances from libvirt here (virsh)"),
-    Flag(
-        "agent",
-        "no_instances",
-        "this host runs nothing actorsched placed: report 0 instances, no source needed",
-        kind="switch",
-    ),
+    Flag("service", "amqp_url"),
+    Flag("service", "queue"),
+    Flag("service", "prefetch"),
+    Flag("service", "max_body_bytes"),
+    Flag("service", "max_reply_bytes"),
+    Flag("service", "delivery_limit"),
+    Flag("service", "metrics_port"),
+    Flag("service", "metrics_host"),
+    Flag("service", "drain_timeout"),
+    Flag("service", "journal"),
+    Flag("service", "no_journal", kind="switch"),
+    Flag("service", "create_journal", kind="switch"),
+    Flag("service", "shard"),
+    Flag("service", "follow_interval"),
+    Flag("service", "commit_timeout"),
+    Flag("service", "owner_check_interval"),
+    Flag("service", "connect_timeout"),
+    Flag("service", "log_level"),
+    Flag("service", "log_format"),
+    Flag("nova", "config", option="--nova-config"),
+    Flag("nova", "placement_url"),
+    Flag("scheduler", "mailbox_size"),
+    Flag("scheduler", "max_waiting"),
+    Flag("scheduler", "max_waiting_requests"),
+    Flag("scheduler", "ram_allocation_ratio"),
+    Flag("scheduler", "cpu_allocation_ratio"),
+    Flag("scheduler", "disk_allocation_ratio"),
+    Flag("scheduler", "enabled_filters", kind="list"),
+    Flag("scheduler", "host_subset_size"),
+    Flag("scheduler", "max_attempts"),
+    Flag("scheduler", "service_down_time"),
+    Flag("scheduler", "claim_timeout"),
+    Flag("agent", "host"),
+    Flag("agent", "availability_zone"),
+    Flag("agent", "traits", kind="list"),
+    Flag("agent", "enabled", kind="switch", option="--disabled", help="report the host disabled"),
+    Flag("agent", "interval"),
+    Flag("agent", "rounds"),
+    Flag("agent", "disk_path"),
+    Flag("agent", "memory_mb_reserved"),
+    Flag("agent", "instances_file"),
+    Flag("agent", "instances_command"),
+    Flag("agent", "libvirt_uri"),
+    Flag("agent", "no_instances", kind="switch"),
 )
 # the flags of each command
 SERVE_FLAGS = tuple(f.option for f in FLAGS if f.section != "agent")
@@ -488,8 +521,10 @@ def _with_default(flag: Flag) -> str:
     if "default" in flag.help:
         return flag.help
     field = _MODELS[flag.section].model_fields[flag.field]
+    if words := computed_default(field):
+        return f"{flag.help} (default: {words})"
     if field.default_factory is not None:
-        return flag.help  # computed at run time (this machine's name, the state directory)
+        return flag.help  # a list or a table: none given
     value = field.default
     if value is None:
         return f"{flag.help} (default: none)"

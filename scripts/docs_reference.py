@@ -2,7 +2,7 @@
 
 ``python scripts/docs_reference.py`` rewrites ``docs/reference/settings.md``
 (every setting of every section: its table, environment variable, flag,
-default and what it does, from the settings models and their flags) and
+default and what it does, from the settings models: each field's description) and
 ``docs/reference/cli.md`` (each command's ``--help``); ``--check`` writes
 nothing and exits 1 when either page differs from what the code says
 (``make test`` runs it, so a page never drifts from the code).
@@ -32,6 +32,8 @@ PAGES = {
 
 
 def _default(field: FieldInfo) -> str:
+    if words := settings.computed_default(field):
+        return words  # this machine's value is not the reader's
     if field.default_factory is not None:
         value: Any = field.default_factory()  # type: ignore[call-arg]
     elif field.default is PydanticUndefined:
@@ -63,7 +65,7 @@ def settings_page() -> str:
         out.append("| --- | --- | --- | --- | --- |")
         for name, field in model.model_fields.items():
             flag = flags.get((section, name))
-            what = flag.help if flag is not None else (field.description or "")
+            what = field.description or ""  # its flag's help too (settings.Flag)
             option = f"`{flag.option}`" if flag is not None else ""
             cells = [f"`{name}`", f"`{prefix}{name.upper()}`", option, _default(field), what]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

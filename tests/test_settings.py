@@ -177,6 +177,45 @@ def test_every_flag_names_a_real_setting_and_sets_it(tmp_path: Path) -> None:
         assert settings.sources[f"{flag.section}.{flag.field}"] == flag.option
 
 
+def test_every_setting_has_a_one_line_description_its_flag_shows() -> None:
+    # the settings reference's "what" column and each flag's --help come from it
+    from actorsched.settings import _MODELS
+
+    missing = []
+    for section, model in _MODELS.items():
+        for name, field in model.model_fields.items():
+            text = field.description or ""
+            if not text.strip() or "\n" in text:
+                missing.append(f"{section}.{name}: {text!r}")
+    assert missing == [], "settings without a one-line Field(description=...)"
+    overridden = {(f.section, f.field) for f in FLAGS if f.option == "--disabled"}
+    for flag in FLAGS:
+        description = _MODELS[flag.section].model_fields[flag.field].description
+        assert (flag.help == description) != ((flag.section, flag.field) in overridden), flag
+
+
+def test_a_default_computed_where_it_runs_is_named_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --help and the settings reference say it in words, the same whoever generates them
+    import socket
+
+    from actorsched.settings import _MODELS, computed_default
+
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
+    machine = (str(tmp_path), socket.gethostname())
+    for model in _MODELS.values():
+        for name, field in model.model_fields.items():
+            if field.default_factory is None:
+                continue
+            value = str(field.default_factory())  # type: ignore[call-arg]
+            if any(part in value for part in machine):
+                assert computed_default(field), name
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, ["--journal"])
+    assert "(default: a file in the state directory)" in " ".join(parser.format_help().split())
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "line"),
     [
