@@ -159,8 +159,7 @@ def host_main(args: argparse.Namespace) -> int:
     if args.action == "show":
 
         async def fetch(client: SchedulerClient) -> tuple[HostState | None, list[Any]]:
-            states = await client.host_states()
-            state = states.get(name)
+            state = await client.host_state(name)  # that host's figures only
             return state, (await client.claims(name) if state is not None else [])
 
         found = ask(args, fetch)

@@ -643,6 +643,15 @@ class Scheduler:
             return image.states()
         return await asyncio.to_thread(image.states)
 
+    def host_row(self, host: str) -> int | None:
+        """The row of the host table that holds ``host`` now (None: no such host).
+
+        Read off the owner, as a hint for a read of that one row
+        (``GetHostStates(row, 1)``) that checks whose row it copied: a row stays
+        its host's until the host is removed.
+        """
+        return self._core.table.row_of.get(host)
+
     # -- host aggregates (admin) ------------------------------------------------
 
     async def create_aggregate(

@@ -370,8 +370,17 @@ class SchedulerClient:
         timeout: float | None = None,  # noqa: ASYNC109
     ) -> HostStatesPage:
         """One page of hosts from ``cursor`` (0, or a page's ``next_cursor``)."""
-        body = HostStatesRequest(limit=limit, cursor=cursor).model_dump_json().encode()
+        # no "host": null, which a service older than that field refuses
+        request = HostStatesRequest(limit=limit, cursor=cursor)
+        body = request.model_dump_json(exclude_none=True).encode()
         return cast(HostStatesPage, await self._call("host_states", body, timeout))
+
+    async def host_state(self, host: str, *, timeout: float | None = None) -> HostState | None:  # noqa: ASYNC109
+        """The host named ``host``, None when there is none: the service reads that
+        host's figures only, however many hosts it has."""
+        body = HostStatesRequest(host=host).model_dump_json(exclude_none=True).encode()
+        page = cast(HostStatesPage, await self._call("host_states", body, timeout))
+        return page.hosts.get(host)
 
     async def plan(self, spec: RequestSpec, *, timeout: float | None = None) -> Plan:  # noqa: ASYNC109
         """A dry run of :meth:`select_destinations`; claims nothing (see Scheduler.plan)."""

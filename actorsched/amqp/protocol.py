@@ -33,7 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 from pydantic.json_schema import models_json_schema
 
 from ..answers import ClaimsPage, Location, Plan
@@ -208,10 +216,12 @@ MAX_PAGE_HOSTS = 5_000
 
 
 class HostStatesRequest(_Body):
-    """Body of ``host_states``: one page of hosts, ``{}`` for the first.
+    """Body of ``host_states``: one page of hosts, ``{}`` for the first; or one host.
 
     Pass the ``next_cursor`` of a reply as ``cursor`` for the next page; a
-    reply whose ``next_cursor`` is null is the last one.
+    reply whose ``next_cursor`` is null is the last one. With ``host`` the
+    reply holds that host alone (no host when it is unknown) and only its
+    figures are read, however many hosts there are.
     """
 
     limit: int = Field(
@@ -224,6 +234,18 @@ class HostStatesRequest(_Body):
     cursor: int = Field(
         0, ge=0, le=2**40, description="where the page starts: 0, or a reply's next_cursor"
     )
+    host: Name | None = Field(
+        None, description="only this host: the reply holds it alone, or no host when unknown"
+    )
+
+    @model_validator(mode="after")
+    def _one_host_is_one_page(self) -> HostStatesRequest:
+        if self.host is not None and self.cursor != 0:
+            raise ValueError(
+                f"cursor {self.cursor} with host: a cursor pages through every host, and "
+                "one host is one page (leave cursor out)"
+            )
+        return self
 
 
 class HostStatesPage(BaseModel):
@@ -371,7 +393,8 @@ class RemoveHostReply(RootModel[OkReply[RemoveHostResult] | ErrorReply]):
 
 
 class HostStatesReply(RootModel[OkReply[HostStatesPage] | ErrorReply]):
-    """Reply to ``host_states``: a page of HostStates by host name, and the next cursor."""
+    """Reply to ``host_states``: a page of HostStates by host name, and the next cursor
+    (or the one host asked for, and null)."""
 
 
 class PlanReply(RootModel[OkReply[Plan] | ErrorReply]):

@@ -206,8 +206,19 @@ def _page(image: HostStatesImage) -> HostStatesPage:
     return HostStatesPage(hosts=image.states(), next_cursor=image.next_row)
 
 
+def _one_host(host: str, image: HostStatesImage) -> HostStatesPage:
+    """The page of ``host`` alone, from the image of the row it held when asked.
+
+    A row stays its host's until that host is removed, so a row that holds another
+    host or none by the owner's step means ``host`` was gone at some moment of the
+    read: no host is then as true an answer as the state it had.
+    """
+    return HostStatesPage(hosts=image.states() if image.names == [host] else {}, next_cursor=None)
+
+
 # Per operation: the core command its request asks the scheduler for, and the
-# reply's ``result`` made from the scheduler's answer.
+# reply's ``result`` made from the scheduler's answer (but host_states of one host:
+# SchedulerService._submit reads its row alone, _result checks it with _one_host).
 _ROUTES: dict[str, tuple[Callable[[Any], Command[Any]], Callable[[Any], Any]]] = {
     "select_destinations": (SelectDestinations, _as_is),
     "host_report": (UpdateHost, lambda applied: HostReportResult(applied=bool(applied))),
@@ -289,8 +300,11 @@ def _owned_by(request: BaseModel, user: str | None) -> BaseModel:
     return request
 
 
-def _result(op: Operation, answer: object) -> Any:
-    """What goes in the reply's ``result`` for the scheduler's ``answer`` to ``op``."""
+def _result(op: Operation, request: BaseModel, answer: object) -> Any:
+    """What goes in the reply's ``result`` for the scheduler's ``answer`` to ``request``."""
+    if isinstance(request, HostStatesRequest) and request.host is not None:
+        assert isinstance(answer, HostStatesImage)
+        return _one_host(request.host, answer)
     return _ROUTES[op.name][1](answer)
 
 
@@ -765,9 +779,8 @@ class SchedulerService:
         try:
             if (estimate := self._reply_estimate(op, request)) > self.max_reply_bytes:
                 raise self._too_large(op.name, estimate, "would be")
-            body = encode_ok(
-                op, _result(op, await (await self._submit(op, request, message.user_id)))
-            )
+            answer = await (await self._submit(op, request, message.user_id))
+            body = encode_ok(op, _result(op, request, answer))
             if len(body) > self.max_reply_bytes:
                 raise self._too_large(op.name, len(body), "is")
             outcome = "ok"
@@ -797,7 +810,7 @@ class SchedulerService:
         labels: list[str] = []
         outcomes: list[str] = []
         replies: list[bytes] = []
-        started: list[tuple[int, Operation]] = []
+        started: list[tuple[int, Operation, BaseModel]] = []
         waits: list[Awaitable[object]] = []
         refused: list[str] = []
         budget = self.max_reply_bytes  # what the replies may still take, estimated
@@ -816,7 +829,7 @@ class SchedulerService:
                 outcomes.append("forbidden" if isinstance(bad, Forbidden) else "invalid_request")
                 replies.append(encode_error(bad))
                 continue
-            started.append((len(replies), op))
+            started.append((len(replies), op, request))
             labels.append(op.name)
             outcomes.append("ok")
             replies.append(b"")
@@ -834,7 +847,7 @@ class SchedulerService:
             )
         answers = await asyncio.gather(*waits, return_exceptions=True)
         failed: BaseException | None = None
-        for (slot, op), answer in zip(started, answers, strict=True):
+        for (slot, op, request), answer in zip(started, answers, strict=True):
             if isinstance(answer, JournalError):
                 self._fail_stop(answer)
             if isinstance(answer, SchedulerError) and not isinstance(
@@ -851,7 +864,7 @@ class SchedulerService:
                 failed = failed or answer
                 continue
             try:
-                replies[slot] = encode_ok(op, _result(op, answer))
+                replies[slot] = encode_ok(op, _result(op, request, answer))
             except Exception as exc:
                 failed = failed or exc
         total = 0
@@ -880,7 +893,8 @@ class SchedulerService:
     def _reply_estimate(self, op: Operation, request: BaseModel) -> int:
         """About how large the reply to ``request`` gets, known before any work."""
         if isinstance(request, HostStatesRequest):
-            return min(request.limit, self.scheduler.host_count) * _HOST_STATE_BYTES
+            hosts = 1 if request.host is not None else request.limit
+            return min(hosts, self.scheduler.host_count) * _HOST_STATE_BYTES
         return _SMALL_REPLY_BYTES
 
     def _too_large(self, op_name: str, size: int, verb: str) -> InvalidRequest:
@@ -902,7 +916,12 @@ class SchedulerService:
         if the scheduler is not running.
         """
         request = _owned_by(request, user)
-        command = _ROUTES[op.name][0](request)
+        if isinstance(request, HostStatesRequest) and request.host is not None:
+            # one host: only the row it holds now (a hint read off the owner, which
+            # _one_host checks against the row's host at the owner's step)
+            command: Command[Any] = GetHostStates(self.scheduler.host_row(request.host) or 0, 1)
+        else:
+            command = _ROUTES[op.name][0](request)
         authorizer = self.authorizer
         if authorizer is not None and (caller := authorizer.scope(op.name, user)) is not None:
             # a command on claims (OWN_CLAIMS) is a dataclass with a caller field

@@ -90,6 +90,7 @@ async def test_a_caller_without_the_role_is_refused_and_nothing_changes() -> Non
             ("remove_host", {"host": "h0"}),
             ("create_aggregate", {"name": "a", "metadata": {}, "hosts": ["h1"]}),
             ("host_states", {}),
+            ("host_states", {"host": "h1"}),  # one host: read as every host is
         ):
             reply = await _raw_call(stack.queue, op, body, "guest")
             assert reply["ok"] is False
@@ -126,7 +127,7 @@ async def test_a_caller_without_the_role_is_refused_and_nothing_changes() -> Non
             reasons = []
             while (message := await dead.get(no_ack=True, fail=False)) is not None:
                 reasons.append(message.headers["x-actorsched-reason"])
-            assert reasons == ["forbidden"] * 5
+            assert reasons == ["forbidden"] * 6
 
 
 async def test_a_batch_refuses_the_items_the_caller_may_not_do_and_runs_the_rest() -> None:

@@ -1,4 +1,4 @@
-"""Every reply is bounded: host_states pages, and no batch multiplies a large reply."""
+"""Every reply is bounded: host_states pages or one host; no batch multiplies a large reply."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from collections.abc import AsyncIterator
 import aio_pika
 import pytest
 from amqp_support import Stack, host_report, running_stack
+from conftest import make_core, make_report
 
 from actorsched import InvalidRequest
 from actorsched.amqp.protocol import MAX_PAGE_HOSTS
+from actorsched.amqp.service import _one_host
+from actorsched.core.views import capture_host_states
 
 pytestmark = pytest.mark.amqp
 
@@ -49,6 +52,37 @@ async def _raw(stack: Stack, op: str, body: dict[str, object]) -> dict[str, obje
             await reply.ack()
         answer: dict[str, object] = json.loads(reply.body)
         return answer
+
+
+async def test_one_host_is_read_alone_and_an_unknown_one_is_no_host(stack: Stack) -> None:
+    every = await stack.scheduler.host_states()
+    assert await stack.client.host_state("h07") == every["h07"]
+    assert await stack.client.host_state("nope") is None
+    reply = await _raw(stack, "host_states", {"host": "h07"})
+    assert reply["ok"] is True
+    assert reply["result"] == {
+        "hosts": {"h07": json.loads(every["h07"].model_dump_json())},
+        "next_cursor": None,
+    }
+    assert await stack.client.remove_host("h07")
+    assert await stack.client.host_state("h07") is None
+    reply = await _raw(stack, "host_states", {"host": "h08", "cursor": 3})
+    assert reply["ok"] is False
+    assert "cursor 3 with host" in str(reply["error"])
+
+
+def test_a_row_that_holds_another_host_by_the_owners_step_answers_no_host() -> None:
+    # the service looks the row up off the owner; the host may be removed (and its row
+    # given to another) before the owner copies that row
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    row = core.table.row_of["h1"]
+    core.remove_host("h1", 2.0)
+    core.update_host(make_report("h2"), 3.0)
+    assert core.table.row_of["h2"] == row  # the row freed is the next one used
+    image = capture_host_states(core.table, row, 1)
+    assert _one_host("h1", image).hosts == {}
+    assert list(_one_host("h2", image).hosts) == ["h2"]
 
 
 async def test_a_page_larger_than_the_maximum_is_bad_input(stack: Stack) -> None:

@@ -3,12 +3,15 @@ flags) change a running service over the broker, with clear errors and exit code
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import pytest
 from amqp_support import AMQP_URL, host_report, run_cli, running_stack
 
-from actorsched import RequestSpec
+from actorsched import InvalidRequest, RequestSpec
+from actorsched.operate import _show
 
 pytestmark = pytest.mark.amqp
 
@@ -41,6 +44,38 @@ async def test_host_show_gives_capacity_after_ratios_used_free_and_claims() -> N
         code, _, err = await run_cli("host", "show", "nope", *where)
         assert code == 1
         assert "no host 'nope'" in err
+
+
+async def test_host_show_reads_that_host_alone_where_every_host_is_over_the_reply_cap() -> None:
+    # 40 hosts are about 18 KB of host_states, over this service's 4 KB reply cap, which
+    # the one host asked for fits: a host show that asked for every host failed here
+    async with running_stack(max_reply_bytes=4096) as stack:
+        for i in range(40):
+            await stack.client.update_host(host_report(f"h{i:02d}"))
+        (placed,) = await stack.client.select_destinations(_spec("vm-1"))
+        with pytest.raises(InvalidRequest, match="max-reply-bytes"):
+            await stack.client.host_states()
+        where = ["--amqp-url", AMQP_URL, "--queue", stack.queue]
+        code, out, err = await run_cli("host", "show", placed.host, *where, "--json")
+        assert code == 0, err
+        shown = json.loads(out)
+        state = (await stack.scheduler.host_states())[placed.host]
+        assert shown["host"] == state.model_dump(mode="json")
+        assert [c["instance_uuid"] for c in shown["claims"]] == ["vm-1"]
+        # the table, as it was printed from every host's states (but the report's age)
+        code, out, err = await run_cli("host", "show", placed.host, *where)
+        assert code == 0, err
+        claims = await stack.client.claims(placed.host)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            _show(state, claims, as_json=False)
+        aged = ("report:",)
+        assert [line for line in out.splitlines() if not line.startswith(aged)] == [
+            line for line in printed.getvalue().splitlines() if not line.startswith(aged)
+        ]
+        code, out, err = await run_cli("host", "show", "h-none", *where)
+        assert (code, out) == (1, "")
+        assert err == "actorsched host show: no host 'h-none' (actorsched hosts lists them)\n"
 
 
 async def test_host_drain_moves_every_claim_and_says_what_it_could_not() -> None:
