@@ -672,9 +672,7 @@ class SchedulerCore:
                 continue
             # a credited uuid that is listed is the released instance, not this claim's
             if uuid in listed and not (credits and uuid in credits):
-                if not claim.confirmed:  # the report's used figures carry it from now on
-                    claim.confirmed = True
-                    table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+                self._set_confirmed(claim, True)  # the report's used figures carry it now
             elif claim.confirmed:
                 ledger.drop(uuid)
                 log.info(
@@ -1168,6 +1166,14 @@ class SchedulerCore:
             shared = self._images[image] = image
         return shared
 
+    def _set_confirmed(self, claim: Claim, confirmed: bool) -> None:
+        """A claim's one change between assumed (its host's claimed columns count it)
+        and confirmed (its host's report carries it): the flag and the columns together."""
+        if claim.confirmed is not confirmed:
+            claim.confirmed = confirmed
+            sign = -1 if confirmed else +1
+            self.table.add_claimed(claim.row, claim.memory_mb, claim.vcpus, claim.disk_gb, sign)
+
     def _unclaim(self, uuid: str) -> Claim:
         claim = self.ledger.drop(uuid)
         if not claim.confirmed:
@@ -1338,12 +1344,9 @@ class SchedulerCore:
                 ledger.add(claim)
             raise
         destination = ledger.claims[instance_uuid]
-        if destination.row == row and destination.confirmed:
+        if destination.row == row:
             # the source lists the instance: that is its old flavor, not this claim
-            destination.confirmed = False
-            self.table.add_claimed(
-                row, destination.memory_mb, destination.vcpus, destination.disk_gb, +1
-            )
+            self._set_confirmed(destination, False)
         ledger.migrations[migration_uuid] = Migration(
             migration_uuid,
             instance_uuid,
@@ -1387,17 +1390,12 @@ class SchedulerCore:
             return
         ledger.migrations[migration.migration_uuid] = migration
         ledger.moving[migration.instance_uuid] = migration.migration_uuid
-        table = self.table
-        if (migration.instance_uuid in ledger.listed_on(hold.row)) != hold.confirmed:
-            hold.confirmed = not hold.confirmed
-            sign = -1 if hold.confirmed else +1
-            table.add_claimed(hold.row, hold.memory_mb, hold.vcpus, hold.disk_gb, sign)
+        # as _settle_move leaves them: the hold carried while the source lists the
+        # instance; a destination claim on the source row assumed
+        self._set_confirmed(hold, migration.instance_uuid in ledger.listed_on(hold.row))
         destination = ledger.claims.get(migration.instance_uuid)
-        if destination is not None and destination.row == hold.row and destination.confirmed:
-            destination.confirmed = False
-            table.add_claimed(
-                hold.row, destination.memory_mb, destination.vcpus, destination.disk_gb, +1
-            )
+        if destination is not None and destination.row == hold.row:
+            self._set_confirmed(destination, False)
 
     def _settle_move(self, row: int, uuid: str, claim: Claim, listed: frozenset[str]) -> bool:
         """Settle a claim of an open move against ``row``'s report; False when
@@ -1416,22 +1414,18 @@ class SchedulerCore:
         if migration is None:
             moving = ledger.moving.get(uuid)
             return moving is not None and ledger.claims[moving].row == row
-        table = self.table
         if migration.instance_uuid in listed:
-            if not claim.confirmed:
-                claim.confirmed = True
-                table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, -1)
+            self._set_confirmed(claim, True)
         elif migration.evacuate:
             self._unclaim(uuid)
             log.info(
                 "evacuated instance %s no longer on %s: migration %s hold dropped",
                 migration.instance_uuid,
-                table.name_of[row],
+                self.table.name_of[row],
                 uuid,
             )
-        elif claim.confirmed:
-            claim.confirmed = False
-            table.add_claimed(row, claim.memory_mb, claim.vcpus, claim.disk_gb, +1)
+        else:
+            self._set_confirmed(claim, False)
         return True
 
     # -- reschedule (a build failed on the chosen host) ----------------------

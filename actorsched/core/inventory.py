@@ -121,17 +121,15 @@ class PlacementUnits:
         says it ("VCPU min_unit 2 refuses 1 on 1 host ..."), or ""."""
         if not table.unit_steps:
             return ""
-        rows, found = self.refusals(table, spec)
+        # a removed host's units go with it: every row with units is a live host's,
+        # and each rule found refuses some of them
+        _, found = self.refusals(table, spec)
         kept = self._step_rows(table)
-        live = table.active[rows]
         parts: list[str] = []
         for name, rule, amount, which in found:
             c = CLASSES.index(name)
-            hit = which & live
-            count = int(np.count_nonzero(hit))
-            if not count:
-                continue
-            bounds = np.unique((kept.mins if rule == "min_unit" else kept.steps)[c][hit]).tolist()
+            count = int(np.count_nonzero(which))
+            bounds = np.unique((kept.mins if rule == "min_unit" else kept.steps)[c][which]).tolist()
             shown = ", ".join(str(b) for b in bounds[:5]) + (" ..." if len(bounds) > 5 else "")
             parts.append(
                 f"{name} {rule} {shown} refuses {amount} on {count} host{'s' * (count != 1)}"

@@ -162,11 +162,12 @@ async def test_an_owner_starts_once() -> None:
 class _SlowSink:
     """A journal whose every commit takes a few milliseconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float = 0.01) -> None:
+        self.seconds = seconds
         self.batches: list[int] = []
 
     async def _commit(self, size: int) -> None:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(self.seconds)
         self.batches.append(size)
 
     def submit(self, batch: list[Envelope]) -> Awaitable[None]:
@@ -186,6 +187,35 @@ async def test_stop_returns_once_the_owner_task_has_finished() -> None:
     assert pending.done()
     assert not owner.running
     assert "actorsched-owner" not in {t.get_name() for t in asyncio.all_tasks() if not t.done()}
+
+
+class _StopFailingSink(_SlowSink):
+    """Commits slowly, but fails the stop message's own commit at once."""
+
+    async def _fail(self) -> None:
+        raise SchedulerError("journal gone")
+
+    def submit(self, batch: list[Envelope]) -> Awaitable[None]:
+        if any(env.command is None for env in batch):
+            return self._fail()
+        return super().submit(batch)
+
+
+async def test_stop_waits_for_every_commit_in_flight_even_when_its_own_fails() -> None:
+    # A stop sent while a batch's journal commit is still running, whose own
+    # commit fails at once: stop() still returns only once that earlier commit
+    # is done and its caller answered (nothing of the owner runs on after it).
+    sink = _StopFailingSink(seconds=0.3)
+    owner = Owner(make_core(), mailbox_size=4, max_batch=4, clock=Clock(), sink=sink)
+    owner.start()
+    pending = owner.ask(UpdateHost(make_report("h1")))
+    await asyncio.sleep(0.05)  # the owner has handed the batch over: its commit runs
+    assert not pending.done()
+    async with asyncio.timeout(TIMEOUT):
+        await owner.stop()
+    assert sink.batches == [1]
+    assert pending.done()
+    assert pending.result() is True
 
 
 async def test_a_cancelled_caller_is_not_answered_and_its_change_stands() -> None:

@@ -91,6 +91,18 @@ def test_another_tenants_claim_is_forbidden_and_nothing_changes(command: object)
     assert "m9" not in core.ledger.migrations
 
 
+def test_the_refusal_names_the_role_that_would_allow_it() -> None:
+    """Another's claim needs 'admin'; a where (a read) needs 'admin' or 'read'."""
+    core = _core()
+    _placed(core, "a1", "tenant-a")
+    with pytest.raises(Forbidden) as refused:
+        core.handle(Release("a1", caller="tenant-b"), NOW)
+    assert str(refused.value).endswith("needs the role 'admin')")
+    with pytest.raises(Forbidden) as refused:
+        core.handle(Locate("a1", caller="tenant-b"), NOW)
+    assert str(refused.value).endswith("needs the role 'admin' or 'read')")
+
+
 def test_a_move_of_another_tenants_instance_cannot_be_confirmed_or_reverted_by_it() -> None:
     core = _core()
     _placed(core, "a1", "tenant-a")

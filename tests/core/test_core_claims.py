@@ -8,7 +8,7 @@ import logging
 import pytest
 from conftest import make_config, make_core, make_report, make_spec
 
-from actorsched import InvalidRequest, NoValidHost, RequestSpec
+from actorsched import Destination, InvalidRequest, NoValidHost, RequestSpec, ServerGroup
 from actorsched.core import SchedulerCore
 from actorsched.core.ledger import fingerprint_differences, request_fingerprint
 
@@ -426,6 +426,27 @@ def _reference_fingerprint(spec: RequestSpec) -> str:
         "ignore_hosts": [h.lower() for h in spec.ignore_hosts],
     }
     fields.update({name: sorted(set(v)) for name, v in lists.items() if v})
+    if spec.force_hosts:
+        fields["force_hosts"] = sorted({h.lower() for h in spec.force_hosts})
+    if spec.force_nodes:
+        fields["force_nodes"] = sorted(set(spec.force_nodes))
+    if spec.group is not None and spec.group.hosts:
+        fields["group_hosts"] = sorted(spec.group.hosts)  # a multiset: each member
+    if spec.group is not None and spec.group.max_server_per_host is not None:
+        fields["group_max_server_per_host"] = spec.group.max_server_per_host
+    for name in ("flavor_name", "project_id", "image_id", "query"):
+        if getattr(spec, name) is not None:
+            fields[name] = getattr(spec, name)
+    for name in ("extra_specs", "image_properties"):
+        if getattr(spec, name):
+            fields[name] = dict(getattr(spec, name))
+    destination = spec.requested_destination
+    if destination is not None:
+        fields["requested_destination"] = {
+            key: value
+            for key, value in (("host", destination.host), ("node", destination.node))
+            if value is not None
+        }
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
@@ -444,6 +465,25 @@ def _reference_fingerprint(spec: RequestSpec) -> str:
             "group": ("g", "anti-affinity"),
             "required_traits": ["R"],
         },
+        # every other field a fingerprint holds (a journal keeps the text: it may
+        # not change between releases, or a redelivery after an upgrade is refused)
+        {
+            "flavor_name": "m1.small",
+            "project_id": "p1",
+            "image_id": "img-1",
+            "query": '[">=", "$free_ram_mb", 1024]',
+            "extra_specs": {"b": "2", "a": "1"},
+            "image_properties": {"os_distro": "linux", "hw_cpu_cores": "2"},
+            "force_hosts": ["H1", "h1", "h2"],
+            "force_nodes": ["n2", "n1"],
+        },
+        {
+            "group": ServerGroup(
+                id="g", policy="anti-affinity", hosts=["b", "a", "b"], max_server_per_host=2
+            ),
+            "requested_destination": Destination(host="h1", node="n1"),
+        },
+        {"requested_destination": Destination(host="h1")},
     ],
 )
 def test_a_fingerprint_is_the_canonical_json_of_the_request(fields: dict[str, object]) -> None:

@@ -147,6 +147,14 @@ def test_a_group_whose_claims_are_all_released_is_forgotten() -> None:
     assert dict(core.ledger.group_members("g")) == {core.table.row_of[hosts["g2"]]: 1}
     core.release("g2", now=2.0)
     assert "g" not in core.ledger.group_rows
+    # two members on one host: a release takes one of them off
+    together = _group("affinity")
+    host = _host(core, "t1", together)
+    assert _host(core, "t2", together) == host
+    row = core.table.row_of[host]
+    assert dict(core.ledger.group_members("g")) == {row: 2}
+    core.release("t1", now=2.0)
+    assert dict(core.ledger.group_members("g")) == {row: 1}
 
 
 def test_group_rules_and_hosts_are_in_the_fingerprint() -> None:

@@ -267,6 +267,28 @@ def test_capabilities_are_decided_as_before_the_requests_first_instance() -> Non
         core.select_destinations(make_spec("c", memory_mb=1, extra_specs=spec.extra_specs), 2.0)
 
 
+def test_capabilities_read_io_ops_and_disk_used_per_row() -> None:
+    """Nova's HostState.num_io_ops and disk_mb_used (the used disk in MB) are host
+    attributes an unscoped extra spec is checked against, per host."""
+    core = _core(
+        {"num_io_ops": 1, "local_gb_used": 10},
+        {"num_io_ops": 5, "local_gb_used": 30},
+    )
+    # the busier host, which the I/O weigher puts last
+    io = make_spec("a", extra_specs={"num_io_ops": ">= 3"})
+    assert core.select_destinations(io, 2.0)[0].host == "host2"
+    used = make_spec("b", extra_specs={"disk_mb_used": "== 10240"})
+    assert core.select_destinations(used, 2.0)[0].host == "host1"
+
+
+def test_capabilities_give_back_the_io_ops_of_the_requests_earlier_instances() -> None:
+    # once per request, as Nova: the second instance's host is checked with the
+    # I/O operation the first one's claim added given back (1 - 1 == 0)
+    core = _core({"num_io_ops": 0})
+    spec = make_spec("a", "b", extra_specs={"num_io_ops": "== 0"})
+    assert [s.host for s in core.select_destinations(spec, 2.0)] == ["host1", "host1"]
+
+
 def test_an_unheld_host_state_attribute_reads_the_hosts_stats() -> None:
     core = _core({"stats": {"host_ip": "10.0.0.1"}}, {})
     only = make_spec("a", extra_specs={"host_ip": "10.0.0.1"})
@@ -416,6 +438,14 @@ NOVA_IMAGES: list[tuple[str, dict[str, Any], dict[str, str], bool]] = [
         {"hw_architecture": "x86_64", "img_hv_type": "kvm", "hw_vm_mode": "hvm"}
         | {"hw_maxphysaddr_bits": "42"},
         False,
+    ),
+    # Nova's _compare_maxphysaddr_bits: a host whose cpu_info names no bits passes
+    (
+        "maxphysaddr_bits_asked_of_a_host_that_names_none",
+        {"supported_instances": [KVM], "cpu_info": '{"maxphysaddr": {"mode": "passthrough"}}'},
+        {"hw_architecture": "x86_64", "img_hv_type": "kvm", "hw_vm_mode": "hvm"}
+        | {"hw_maxphysaddr_bits": "42"},
+        True,
     ),
 ]
 

@@ -233,6 +233,18 @@ def test_every_refusing_rule_is_named() -> None:
     assert "DISK_GB step_size 10 refuses 5 on 1 host" in str(error)
 
 
+def test_a_rule_only_removed_hosts_had_is_not_named() -> None:
+    """The explanation counts the hosts a placement could have used: a removed
+    host's min_unit refuses nothing worth naming."""
+    core = make_core()
+    core.update_host(make_report("h1", vcpus_units=Units(min_unit=2)), now=0.0)
+    core.update_host(make_report("h2", local_gb_units=Units(step_size=10)), now=0.0)
+    assert core.remove_host("h1", now=0.0)
+    error = _refused(core, make_spec("vm1", vcpus=1, disk_gb=5))
+    assert "DISK_GB step_size 10 refuses 5 on 1 host" in str(error)
+    assert "min_unit" not in str(error)
+
+
 def test_the_units_filter_is_in_the_chain_only_while_some_host_has_units() -> None:
     core = make_core()
     plain = core.filters

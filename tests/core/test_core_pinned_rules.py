@@ -95,6 +95,27 @@ def test_a_snapshot_listing_a_move_twice_restores_it_once() -> None:
     assert again.claims()["mig-1"] == ("h1", False)  # not an evacuation: the hold is kept
 
 
+def test_a_restored_hold_whose_source_no_longer_lists_the_instance_counts_once() -> None:
+    """A snapshot whose hold was confirmed (the source listed the instance) but whose
+    source listing no longer names it: the hold is assumed again, its resources
+    counted once on the source, as a live report that dropped it would leave it."""
+    core = make_core()
+    core.update_host(make_report("h1"), 1.0)
+    core.update_host(make_report("h2", memory_mb=2048 * 2), 1.0)
+    core.select_destinations(make_spec("vm-a", memory_mb=3000), 1.0)
+    core.update_host(make_report("h1", generation=2, instances=["vm-a"]), 1.5)
+    assert core.move("vm-a", "mig-1", None, 2.0).host == "h2"
+    assert core.claims()["mig-1"] == ("h1", True)
+    data = json.loads(encode(capture(core)))
+    hosts = data["hosts"]
+    h1 = hosts["host"].index("h1")
+    hosts["instances"][h1] = []
+    again = make_core(core.config)
+    restore(again, json.dumps(data))
+    assert again.claims()["mig-1"] == ("h1", False)
+    assert _free_ram(again, "h1") == _free_ram(core, "h1") - 3000
+
+
 def test_restoring_a_move_whose_hold_is_gone_is_a_no_op() -> None:
     core = make_core()
     core.update_host(make_report("h1"), 1.0)
