@@ -12,9 +12,17 @@ from typing import Any
 import pytest
 from conftest import make_core, make_report, make_spec, until_pending
 
-from actorsched import MailboxFull, NoValidHost, Scheduler, SchedulerConfig, SchedulerError
+from actorsched import (
+    MailboxFull,
+    NoValidHost,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerError,
+    Selection,
+)
 from actorsched.actor import Envelope, Owner, _Waiter
 from actorsched.core import Release, SelectDestinations, UpdateHost
+from actorsched.metrics import SchedulerMetrics
 
 TIMEOUT = 10.0  # no test here comes near it: hitting it means a caller hung
 
@@ -283,3 +291,25 @@ async def test_a_waiting_caller_that_gives_up_leaves_the_line_at_once() -> None:
             await waiter
         await asyncio.sleep(0)
         assert s.pending_requests == 0
+
+
+async def test_a_placement_sent_before_an_observer_watched_is_not_timed() -> None:
+    # an envelope has a send time only while an observer watches: one sent before
+    # the metrics were attached is not timed (from 0), one sent after is
+    metrics = SchedulerMetrics(process=False)
+    spec = make_spec("vm-1")
+    selections = [Selection(instance_uuid="vm-1", host="h1")]
+    loop = asyncio.get_running_loop()
+    unseen = Envelope(SelectDestinations(spec), loop.create_future(), result=selections)
+    metrics.observe_batch([unseen], None)
+    count = "actorsched_scheduling_attempt_duration_seconds_count"
+    assert metrics.registry.get_sample_value(count, {"result": "scheduled"}) == 0
+    owner = Owner(make_core(), mailbox_size=4, max_batch=4, clock=Clock())
+    owner.observer = metrics.observe_batch
+    owner.start()
+    try:
+        await asyncio.wait_for(owner.ask(UpdateHost(make_report("h1"))), TIMEOUT)
+        await asyncio.wait_for(owner.ask(SelectDestinations(spec)), TIMEOUT)
+    finally:
+        await asyncio.wait_for(owner.stop(), TIMEOUT)
+    assert metrics.registry.get_sample_value(count, {"result": "scheduled"}) == 1

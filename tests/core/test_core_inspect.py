@@ -52,6 +52,25 @@ def test_a_plan_shows_each_weighers_normalized_weight_and_the_total() -> None:
     assert instance.filter_counts == {}
 
 
+def test_a_plans_weights_go_by_novas_weigher_names() -> None:
+    """Each weigher's weight in a plan is under its Nova class name (what an
+    operator reads in ``actorsched plan`` and compares with Nova's logs)."""
+    # every weigher whose multiplier is not 0 (Nova 34's NumInstancesWeigher is 0)
+    core = make_core(make_config(nova_release=34, num_instances_weight_multiplier=1.0))
+    _cluster(core)
+    (instance,) = core.plan(make_spec("vm-1", memory_mb=1024), 2.0).instances
+    assert list(instance.candidates[0].weights) == [
+        "RAMWeigher",
+        "CPUWeigher",
+        "DiskWeigher",
+        "IoOpsWeigher",
+        "NumInstancesWeigher",
+        "ServerGroupSoftAffinityWeigher",
+        "ServerGroupSoftAntiAffinityWeigher",
+        "BuildFailureWeigher",
+    ]
+
+
 def test_a_plan_of_several_instances_sees_each_earlier_claim_and_takes_them_all_back() -> None:
     core = make_core(ram_only_config())
     _cluster(core)
