@@ -143,7 +143,11 @@ async def _drop_vhosts(stdout: str) -> None:
     """Delete the vhost of a scenario killed before it could (its VHOST line)."""
     for line in stdout.splitlines():
         if line.startswith("VHOST "):
+            # the machine's node answers root's rabbitmqctl only: through sudo, never
+            # prompting, when we are not root (as the scenario made the vhost)
+            sudo = ("sudo", "-n", "--") if os.geteuid() != 0 else ()
             drop = await asyncio.create_subprocess_exec(
+                *sudo,
                 "rabbitmqctl",
                 "delete_vhost",
                 line.split()[1],
