@@ -152,6 +152,8 @@ _SPECIAL = _RATIOS | _INVENTORY
 _DIGEST_EXCLUDE = {"reported_at", "vcpus_reserved", "local_gb_reserved"}
 # the filter whose aggregate ratio a row takes, per resource (ram, cpu, disk)
 _AGGREGATE_RATIO_FILTERS = ("AggregateRamFilter", "AggregateCoreFilter", "AggregateDiskFilter")
+# the filter of each resource that reads the host's own ratio
+_OWN_RATIO_FILTERS = ("RamFilter", "CoreFilter", "DiskFilter")
 
 
 def _move_request(spec: RequestSpec | None, allow_same_host: bool, evacuate: bool) -> str:
@@ -254,6 +256,9 @@ class SchedulerCore:
         self.table.membership_names = self.aggregates.memberships
         # per resource: does an aggregate's ratio count (its Aggregate*Filter is on)
         self._aggregate_ratios = tuple(name in names for name in _AGGREGATE_RATIO_FILTERS)
+        # per resource: is its plain filter on too (RamFilter beside AggregateRamFilter,
+        # Nova 18): a host must pass both, so the smaller of the two ratios counts
+        self._own_ratios_too = tuple(name in names for name in _OWN_RATIO_FILTERS)
         # rows whose last report carried an allocation ratio: row -> (ram, cpu, disk)
         self.reported_ratios: dict[int, tuple[float | None, float | None, float | None]] = {}
         # hosts in an aggregate with availability_zone metadata -> that zone's id
@@ -571,7 +576,10 @@ class SchedulerCore:
 
         The host's own ratio of each resource is its report's, else the
         configured one; the resource filters take its aggregates' instead when
-        that Aggregate*Filter is on, the CPU weigher never (as Nova's CPUWeigher)."""
+        that Aggregate*Filter is on (the smaller of the two when the plain
+        filter is on as well: Nova 18 runs both, RamFilter with the host's own
+        ratio and AggregateRamFilter with the aggregate's, and a headroom grows
+        with its ratio), the CPU weigher never (as Nova's CPUWeigher)."""
         if reported == _NO_RATIOS:
             self.reported_ratios.pop(row, None)
         else:
@@ -588,9 +596,9 @@ class SchedulerCore:
             else _NO_RATIOS
         )
         ram, cpu, disk = (
-            aggregate if use and aggregate is not None else mine
-            for use, aggregate, mine in zip(
-                self._aggregate_ratios, from_aggregates, own, strict=True
+            mine if not use or aggregate is None else min(aggregate, mine) if both else aggregate
+            for use, both, aggregate, mine in zip(
+                self._aggregate_ratios, self._own_ratios_too, from_aggregates, own, strict=True
             )
         )
         return table.set_ratios(row, (ram, cpu, disk, own[1]))
@@ -1293,9 +1301,16 @@ class SchedulerCore:
             assert claim is not None
             # the request it was placed by (its zone, traits, group ...), as Nova
             # moves with the instance's RequestSpec, its forced hosts and
-            # requested destination reset (reset_forced_destinations)
+            # requested destination reset (reset_forced_destinations), and its
+            # ignore_hosts replaced by the instance's host (none when it may stay
+            # there), as Nova's compute API and conductor set them for a move
             asked = self._kept_request(claim).model_copy(
-                update={"force_hosts": [], "force_nodes": [], "requested_destination": None}
+                update={
+                    "force_hosts": [],
+                    "force_nodes": [],
+                    "requested_destination": None,
+                    "ignore_hosts": [] if allow_same_host else [source],
+                }
             )
         elif claim is not None and asked.priority == 0 and claim.priority != 0:
             # a resize keeps the instance's priority unless its spec names another

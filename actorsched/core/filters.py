@@ -70,6 +70,7 @@ __all__ = [
     "BUILTIN_FILTER_CLASSES",
     "RESOURCE_RULES",
     "HostFilter",
+    "ComputeStatusRequestFilter",
     "IsolatedAggregatesRequestFilter",
     "PerHostFilter",
     "PlacementContext",
@@ -799,10 +800,25 @@ class IsolatedAggregatesRequestFilter:
         return _by_membership(table, book.answers((self.name, isolated), decide))
 
 
+class ComputeStatusRequestFilter:
+    """Nova 34's request filter ``compute_status_filter``, always on: a host whose
+    compute service is disabled takes nothing (Placement is asked to forbid its
+    ``COMPUTE_STATUS_DISABLED`` trait), whatever ``enabled_filters`` says. Built
+    only where ComputeFilter is not enabled, which removes those hosts already."""
+
+    name = "compute_status_filter"
+
+    def filter_all(self, table: HostTable, ctx: PlacementContext) -> BoolColumn | None:
+        enabled: BoolColumn = table.enabled[: table.n].copy()
+        return enabled
+
+
 def request_filters(config: SchedulerConfig) -> list[HostFilter]:
     """Nova 34's request filters that ``config`` turns on, in Nova's order (they run
     before the enabled filters; the zone's is AvailabilityZoneFilter's rule)."""
     found: list[HostFilter] = []
+    if config.nova_release == 34 and "ComputeFilter" not in config.enabled_filters:
+        found.append(ComputeStatusRequestFilter())
     if config.limit_tenants_to_placement_aggregate:
         found.append(TenantAggregateRequestFilter())
     if config.enable_isolated_aggregate_filtering:

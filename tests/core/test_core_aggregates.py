@@ -462,8 +462,34 @@ def test_aggregate_ratio_counts_only_with_its_aggregate_filter(resource: str) ->
     assert _effective(core, resource) == 1.5
 
 
+@pytest.mark.parametrize(
+    ("filters", "fits"),
+    [
+        (["RamFilter"], False),
+        (["AggregateRamFilter"], True),
+        (["RamFilter", "AggregateRamFilter"], False),
+        (["AggregateRamFilter", "RamFilter"], False),
+    ],
+)
+def test_ram_filter_keeps_the_hosts_ratio_beside_aggregate_ram_filter(
+    filters: list[str], fits: bool
+) -> None:
+    """Nova 18 with both on: RamFilter reads the host's own ratio, AggregateRamFilter
+    the aggregate's, and a host must pass both. A host of 1,000 MB, 1,500 used, its own
+    ratio 2.0 (500 MB left) in an aggregate of ratio 3.0 (1,500 left): 800 MB fits by
+    AggregateRamFilter alone, not with RamFilter on."""
+    core = make_core(make_config(enabled_filters=["ComputeFilter", *filters]))
+    report = make_report("h1", memory_mb=1000, memory_mb_used=1500, ram_allocation_ratio=2.0)
+    core.update_host(report, 1.0)
+    core.create_aggregate("a1", {"ram_allocation_ratio": "3.0"}, ["h1"])
+    assert _passing(core, memory_mb=800, vcpus=0, disk_gb=0) == ({"h1"} if fits else set())
+    assert _passing(core, memory_mb=500, vcpus=0, disk_gb=0) == {"h1"}
+
+
 def test_ratio_precedence_aggregate_then_host_then_config() -> None:
-    core = _core("h1", ram_allocation_ratio=1.0)
+    # AggregateRamFilter on (RamFilter off: beside it, the smaller ratio counts)
+    filters = [f for f in ALL_FILTERS if f != "RamFilter"]
+    core = _core("h1", filters=filters, ram_allocation_ratio=1.0)
     assert core.host_states()["h1"].ram_allocation_ratio == 1.0  # the configured one
     core.update_host(make_report("h1", 2, ram_allocation_ratio=1.5), 1.0)
     assert core.host_states()["h1"].ram_allocation_ratio == 1.5  # the host's own
@@ -616,7 +642,7 @@ def test_availability_zone_filter_same_comma_is_refused_as_two_zones() -> None:
 
 
 def test_a_host_named_before_it_reports_joins_when_it_reports() -> None:
-    core = _core("other")
+    core = _core("other", filters=[f for f in ALL_FILTERS if f != "RamFilter"])
     metadata = {"availability_zone": "az9", "ssd": "true", "ram_allocation_ratio": "2.5"}
     core.create_aggregate("az", metadata, ["later"])
     assert "later" not in core.host_states()

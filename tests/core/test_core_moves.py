@@ -141,6 +141,32 @@ def test_evacuation_hold_is_dropped_by_the_sources_next_report() -> None:
     assert core.confirm_move("mig1", 6.0) is False
 
 
+@pytest.mark.parametrize("evacuate", [False, True])
+def test_a_move_ignores_the_instances_host_not_the_hosts_its_boot_ignored(
+    evacuate: bool,
+) -> None:
+    """Nova's compute API (resize, cold migration) and conductor (evacuation) set a
+    move's ignore_hosts to the instance's host: the boot's list is replaced, so a
+    host the boot ignored may take the move. h2 has the most room: the boot
+    ignored it, the move takes it."""
+    core = _core("h1", "h3")
+    core.update_host(make_report("h2", memory_mb=8192), 1.0)
+    assert _place(core, memory_mb=1000, ignore_hosts=["h2"]) == "h1"
+    assert core.move("vm1", "mig1", None, 3.0, evacuate=evacuate).host == "h2"
+
+
+def test_a_move_that_may_stay_ignores_no_host() -> None:
+    # Nova's _allow_resize_to_same_host: ignore_hosts is empty then, so neither the
+    # instance's host nor the one its boot ignored is left out
+    core = _core("h1")
+    core.update_host(make_report("h2", memory_mb=8192), 1.0)
+    assert _place(core, memory_mb=1000, ignore_hosts=["h2"]) == "h1"
+    assert core.move("vm1", "mig1", None, 3.0, allow_same_host=True).host == "h2"
+    assert core.revert_move("mig1", 4.0)
+    core.update_host(make_report("h2", 2, memory_mb=512), 4.0)  # h2 shrinks: h1 is best
+    assert core.move("vm1", "mig2", None, 5.0, allow_same_host=True).host == "h1"
+
+
 def test_same_host_is_refused_unless_allowed() -> None:
     core = _core("h1")
     _place(core, memory_mb=1000)

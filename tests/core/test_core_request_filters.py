@@ -121,3 +121,29 @@ async def test_the_aggregates_a_request_filter_picked_are_picked_again_after_a_c
         assert await passing() == set(HOSTS) - {"h3"}
         await s.update_aggregate("gpu", {"trait:CUSTOM_GPU": None})
         assert await passing() == set(HOSTS)
+
+
+@pytest.mark.parametrize(
+    ("filters", "nova_release", "passing"),
+    [
+        (["ImagePropertiesFilter"], 34, {"h2", "h3", "h4", "h5"}),
+        (["ComputeFilter", "ImagePropertiesFilter"], 34, {"h2", "h3", "h4", "h5"}),
+        # Nova 18 has no compute_status_filter: only ComputeFilter removed them
+        (["RamFilter"], 18, set(HOSTS)),
+    ],
+)
+async def test_a_disabled_compute_takes_nothing_whatever_the_filters(
+    filters: list[str], nova_release: int, passing: set[str]
+) -> None:
+    """Nova 34's compute_status_filter (test_request_filter.py test_compute_status_filter:
+    it always forbids COMPUTE_STATUS_DISABLED): h1's disabled service takes nothing,
+    ComputeFilter on or not."""
+    config = make_config(max_attempts=10, enabled_filters=filters, nova_release=nova_release)
+    async with Scheduler(config) as s:
+        await s.update_hosts([make_report(h, enabled=h != "h1") for h in HOSTS])
+        plan = await s.plan(make_spec("vm1"))
+        assert {c.host for c in plan.instances[0].candidates} == passing
+        if "ComputeFilter" not in filters and nova_release == 34:
+            await s.update_hosts([make_report(h, 2, enabled=False) for h in HOSTS])
+            with pytest.raises(NoValidHost, match="compute_status_filter removed 5"):
+                await s.select_destinations(make_spec("vm2"))
