@@ -10,9 +10,10 @@ Rules this module keeps:
   checked against Nova 34.0.0's ``nova/conf`` by a test in Nova's venv).
 * Each option becomes an actorsched setting with the file as its source, so
   ``actorsched config`` shows ``nova.conf PATH [filter_scheduler] X``.
-* An option that changes scheduling and that actorsched does not build is
-  named in :attr:`NovaConfig.warnings`, one line each, never ignored
-  silently; so are Nova 18's filters, which Nova 34 no longer has.
+* What changes scheduling and that actorsched does not build is named in
+  :attr:`NovaConfig.warnings`, never ignored silently: the filters in one
+  line, the options in another (each with its value and why it has no
+  effect); so are Nova 18's filters, which Nova 34 no longer has.
 * In Nova 34, RAM, vCPU and disk, the zone and traits are Placement's
   decision: actorsched always enables its own filters for them (each
   host's own allocation ratio, as a resource provider's inventory has it).
@@ -94,11 +95,14 @@ DEFAULTS: Mapping[tuple[str, str], Any] = {
     ("filter_scheduler", "aggregate_image_properties_isolation_namespace"): None,
     ("filter_scheduler", "aggregate_image_properties_isolation_separator"): ".",
     ("filter_scheduler", "image_properties_default_architecture"): None,
+    ("filter_scheduler", "track_instance_changes"): True,
+    ("filter_scheduler", "pci_in_placement"): False,
     ("metrics", "weight_multiplier"): 1.0,
     ("metrics", "weight_setting"): [],
     ("metrics", "required"): True,
     ("metrics", "weight_of_unavailable"): -10000.0,
     ("scheduler", "max_attempts"): 3,
+    ("scheduler", "max_placement_results"): 1000,
     ("scheduler", "limit_tenants_to_placement_aggregate"): False,
     ("scheduler", "placement_aggregate_required_for_tenants"): False,
     ("scheduler", "enable_isolated_aggregate_filtering"): False,
@@ -543,13 +547,12 @@ def read(path: str) -> NovaConfig:
         "enable_isolated_aggregate_filtering",
     ):
         put(option, bool(values[("scheduler", option)]), "scheduler", option)
-    for group, option in (
-        ("scheduler", "query_placement_for_image_type_support"),
-        ("scheduler", "query_placement_for_routed_network_aggregates"),
-        ("scheduler", "image_metadata_prefilter"),
-    ):
-        if values[(group, option)]:
-            warnings.append(f"[{group}] {option} is on but not built in actorsched: no effect")
+    unbuilt_options = _unbuilt_options(values, given)
+    if unbuilt_options:
+        warnings.append(
+            "options that change Nova's scheduling but are not built in actorsched (no "
+            "effect here): " + "; ".join(unbuilt_options)
+        )
     for option in ("reserved_host_memory_mb", "reserved_host_disk_mb", "reserved_host_cpus"):
         if ("DEFAULT", option) in given:
             warnings.append(
@@ -569,6 +572,62 @@ def read(path: str) -> NovaConfig:
         values=values,
         placement_auth=_placement_auth(parser),
     )
+
+
+# options that change Nova's scheduling and that actorsched does not build, and why
+# each has no effect here; named when on (a bool) or given (any other)
+_UNBUILT_OPTIONS: Mapping[tuple[str, str], str] = {
+    ("scheduler", "query_placement_for_image_type_support"): "",
+    ("scheduler", "query_placement_for_routed_network_aggregates"): "",
+    ("scheduler", "image_metadata_prefilter"): "",
+    ("scheduler", "max_placement_results"): (
+        "Nova weighs at most that many of Placement's candidates; actorsched weighs "
+        "every host that passes the filters"
+    ),
+    ("filter_scheduler", "pci_in_placement"): (
+        "actorsched places no PCI devices: a request for one is NoValidHost"
+    ),
+}
+# options that change Nova's scheduling when off, and why they do not here
+_UNBUILT_WHEN_OFF: Mapping[tuple[str, str], str] = {
+    ("filter_scheduler", "track_instance_changes"): (
+        "Nova's scheduler then reads each host's instances from its database; actorsched "
+        "reads none: a host's instances are its claims and what its reports list"
+    ),
+}
+# Nova's minimum of an option read here that no actorsched setting checks
+_MINIMUMS: Mapping[tuple[str, str], int] = {("scheduler", "max_placement_results"): 1}
+
+
+def _unbuilt_options(
+    values: Mapping[tuple[str, str], Any], given: set[tuple[str, str]]
+) -> list[str]:
+    """``[group] option = value (why)`` of each option of :data:`_UNBUILT_OPTIONS` that
+    is on or given, and of :data:`_UNBUILT_WHEN_OFF` that is off; a value Nova
+    refuses is :class:`NovaConfigError`."""
+    for (group, option), least in _MINIMUMS.items():
+        if values[(group, option)] < least:
+            raise NovaConfigError(
+                f"nova.conf [{group}] {option}={values[(group, option)]}: must be at least "
+                f"{least}, as Nova requires"
+            )
+    named: list[tuple[tuple[str, str], str]] = []
+    for key, why in _UNBUILT_OPTIONS.items():
+        value = values[key]
+        if value is True or (not isinstance(value, bool) and key in given):
+            named.append((key, why))
+    named += [(key, why) for key, why in _UNBUILT_WHEN_OFF.items() if values[key] is False]
+    return [
+        f"[{group}] {option} = {_conf_text(values[(group, option)])}" + (f" ({why})" if why else "")
+        for (group, option), why in named
+    ]
+
+
+def _conf_text(value: Any) -> str:
+    """A value as nova.conf writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _placement_auth(parser: configparser.RawConfigParser) -> PlacementAuth:

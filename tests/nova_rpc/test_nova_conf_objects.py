@@ -138,13 +138,63 @@ def test_nova_conf_becomes_settings_and_names_what_is_not_built(tmp_path: Path) 
     )
     assert "read as written for Nova 18" in text
     assert "['NUMATopologyFilter'] are not built" in text
-    assert "image_metadata_prefilter is on but not built" in text
+    assert "[scheduler] image_metadata_prefilter = true" in text
     # Nova 34's tenant request filter is built: read, not warned about
     assert conf.scheduler["limit_tenants_to_placement_aggregate"] == (
         True,
         "[scheduler] limit_tenants_to_placement_aggregate",
     )
     assert "limit_tenants_to_placement_aggregate" not in text
+
+
+UNBUILT = """\
+[scheduler]
+max_placement_results = 50
+query_placement_for_image_type_support = true
+[filter_scheduler]
+track_instance_changes = false
+pci_in_placement = yes
+"""
+_UNBUILT_KEYS = (
+    ("scheduler", "max_placement_results"),
+    ("scheduler", "query_placement_for_image_type_support"),
+    ("filter_scheduler", "track_instance_changes"),
+    ("filter_scheduler", "pci_in_placement"),
+)
+
+
+@needs_nova
+def test_options_that_change_nova_scheduling_but_are_not_built_are_named_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """max_placement_results (Nova weighs at most that many of Placement's candidates)
+    and track_instance_changes off (Nova reads hosts' instances from its database)
+    map onto no actorsched setting: read as oslo.config reads them, and named in the
+    one line of options not built, with the others; silent at Nova's defaults."""
+    path = tmp_path / "nova.conf"
+    path.write_text(UNBUILT)
+    nova = _nova_values(path, tmp_path)
+    conf = read(str(path))
+    for key in _UNBUILT_KEYS:
+        assert conf.values[key] == nova[f"{key[0]}.{key[1]}"], key
+    assert conf.values[("scheduler", "max_placement_results")] == 50
+    assert conf.values[("filter_scheduler", "track_instance_changes")] is False
+    [line] = [w for w in conf.warnings if w.startswith("options that change Nova's")]
+    assert "[scheduler] max_placement_results = 50 (Nova weighs at most that many" in line
+    assert "[filter_scheduler] track_instance_changes = false (Nova's scheduler" in line
+    assert "[filter_scheduler] pci_in_placement = true (actorsched places no PCI" in line
+    assert "[scheduler] query_placement_for_image_type_support = true" in line
+    # no setting of actorsched's took them
+    assert not {"max_placement_results", "track_instance_changes"} & set(conf.scheduler)
+    # Nova's defaults (1000, true, false): nothing to name
+    path.write_text("[scheduler]\nmax_attempts = 2\n")
+    conf = read(str(path))
+    assert conf.values[("scheduler", "max_placement_results")] == 1000
+    assert not [w for w in conf.warnings if "options that change" in w], conf.warnings
+    # a value Nova refuses (its minimum is 1)
+    path.write_text("[scheduler]\nmax_placement_results = 0\n")
+    with pytest.raises(NovaConfigError, match=r"max_placement_results=0: must be at least 1"):
+        read(str(path))
 
 
 def test_failed_builds_and_metrics_options_are_read_as_nova_34_reads_them(
