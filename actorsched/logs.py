@@ -29,7 +29,20 @@ def redact(url: str) -> str:
 
     >>> redact("postgresql://app@db/test?password=s3cret")
     'postgresql://app@db/test?password=***'
+
+    An oslo.messaging transport URL may name several brokers, each with its
+    own password:
+
+    >>> redact("rabbit://nova:s1@mq1:5672,nova:s2@mq2:5672/cell1")
+    'rabbit://nova:***@mq1:5672,nova:***@mq2:5672/cell1'
     """
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if sep and "," in netloc:
+        hosts = [redact(f"{scheme}://{host}").partition("://")[2] for host in netloc.split(",")]
+        # the query's password= through the one-broker form
+        query = redact(f"{scheme}://host{slash}{tail}").partition("://host")[2]
+        return f"{scheme}://{','.join(hosts)}{query}"
     parsed = URL(url)
     if parsed.password:
         parsed = parsed.with_password("***")

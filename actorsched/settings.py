@@ -567,6 +567,18 @@ class Settings:
                 rows.append((key, getattr(model, name), self.sources.get(key, "default")))
         return rows
 
+    def nova_conf_rows(self) -> list[tuple[str, Any, str]]:
+        """(``nova_conf.option``, value, source) of what the nova.conf read says that
+        no setting takes (its broker, host and the weighers that change no order
+        here), the passwords of its transport_url as ``***``; none without one."""
+        conf = self.nova_conf
+        if conf is None:
+            return []
+        return [
+            (f"nova_conf.{name}", value, conf.source(option))
+            for name, (value, option) in conf.shown.items()
+        ]
+
 
 def _integer(value: Any) -> Any:
     """Text that is an integer as that integer (a choice of numbers, ``nova_release``,
@@ -853,6 +865,7 @@ def main(args: argparse.Namespace) -> int:
     """``actorsched config``: print the effective settings and where each came from."""
     settings = load(args)
     rows = [(key, _shown(key, value), where) for key, value, where in settings.rows()]
+    rows += settings.nova_conf_rows()
     if args.json:
         print(json.dumps({key: {"value": v, "source": w} for key, v, w in rows}, indent=2))
         return 0

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..logs import redact
 from ..models import ARCHITECTURES
 
 __all__ = [
@@ -183,6 +184,11 @@ _NO_OP_WEIGHERS = {
     "CrossCellWeigher": "actorsched serves one cell",
     "PCIWeigher": "hosts report no PCI devices",
 }
+# and each one's multiplier, which no actorsched setting takes
+_NO_OP_MULTIPLIERS = {
+    "CrossCellWeigher": "cross_cell_move_weight_multiplier",
+    "PCIWeigher": "pci_weight_multiplier",
+}
 _ALL_WEIGHERS = "all_weighers"
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -281,6 +287,10 @@ class NovaConfig:
     nova_filters: tuple[str, ...]  # enabled_filters as Nova names them
     # SchedulerConfig fields -> (value, "[group] option" it came from)
     scheduler: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    # what the file says that no actorsched setting takes (the broker, the weighers
+    # that change no order here), as ``actorsched config`` shows it: name -> (value,
+    # "[group] option"); transport_url with its passwords as ***
+    shown: dict[str, tuple[Any, str]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     values: Mapping[tuple[str, str], Any] = field(default_factory=dict)
     # [placement]: how Nova authenticates to Placement (keystoneauth options)
@@ -561,6 +571,17 @@ def read(path: str) -> NovaConfig:
             )
     url = values[("DEFAULT", "transport_url")]
     host = values[("DEFAULT", "host")] or socket.gethostname()
+    shown: dict[str, tuple[Any, str]] = {
+        "transport_url": (None if url is None else redact(url), "[DEFAULT] transport_url"),
+        "control_exchange": (values[("DEFAULT", "control_exchange")], "[DEFAULT] control_exchange"),
+        "host": (host, "[DEFAULT] host"),
+    }
+    for weigher, option in _NO_OP_MULTIPLIERS.items():
+        on = every or weigher in classes
+        shown[option] = (
+            float(values[("filter_scheduler", option)]) if on else 0.0,
+            f"[filter_scheduler] {option if on else 'weight_classes'}",
+        )
     return NovaConfig(
         path=path,
         amqp_url=_amqp(url, "[DEFAULT] transport_url"),
@@ -568,6 +589,7 @@ def read(path: str) -> NovaConfig:
         host=host,
         nova_filters=tuple(n.rsplit(".", 1)[-1] for n in nova_filters),
         scheduler=scheduler,
+        shown=shown,
         warnings=tuple(warnings),
         values=values,
         placement_auth=_placement_auth(parser),
@@ -596,7 +618,10 @@ _UNBUILT_WHEN_OFF: Mapping[tuple[str, str], str] = {
     ),
 }
 # Nova's minimum of an option read here that no actorsched setting checks
-_MINIMUMS: Mapping[tuple[str, str], int] = {("scheduler", "max_placement_results"): 1}
+_MINIMUMS: Mapping[tuple[str, str], float] = {
+    ("scheduler", "max_placement_results"): 1,
+    ("filter_scheduler", "pci_weight_multiplier"): 0.0,
+}
 
 
 def _unbuilt_options(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -309,6 +310,69 @@ def test_actorsched_config_shows_the_nova_file_as_the_source(
     monkeypatch.setenv("ACTORSCHED_HOST_SUBSET_SIZE", "2")
     assert cli.main(["config", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["scheduler.host_subset_size"]["value"] == 2
+
+
+def test_actorsched_config_shows_the_broker_host_and_no_op_multipliers_of_the_nova_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What no actorsched setting takes is shown too, with the Nova file as its source:
+    the broker (each broker's password as ***), the exchange, the host, and the
+    multipliers of the weighers that change no order here (0 when weight_classes
+    leaves the weigher out, as for the built ones)."""
+    path = tmp_path / "nova.conf"
+    path.write_text(
+        "[DEFAULT]\ntransport_url = rabbit://nova:s3cret@mq1:5672,nova:0ther@mq2:5672/cell1\n"
+        "control_exchange = nova-cell1\nhost = sched-9\n"
+        "[filter_scheduler]\ncross_cell_move_weight_multiplier = -2.5\n"
+    )
+    monkeypatch.setenv("ACTORSCHED_NOVA_CONFIG", str(path))
+    assert cli.main(["config", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    assert "0ther" not in out
+    shown = json.loads(out)
+    source = f"nova.conf {path}"
+    assert shown["nova_conf.transport_url"] == {
+        "value": "rabbit://nova:***@mq1:5672,nova:***@mq2:5672/cell1",
+        "source": f"{source} [DEFAULT] transport_url",
+    }
+    assert shown["nova_conf.control_exchange"] == {
+        "value": "nova-cell1",
+        "source": f"{source} [DEFAULT] control_exchange",
+    }
+    assert shown["nova_conf.host"] == {"value": "sched-9", "source": f"{source} [DEFAULT] host"}
+    assert shown["nova_conf.cross_cell_move_weight_multiplier"] == {
+        "value": -2.5,
+        "source": f"{source} [filter_scheduler] cross_cell_move_weight_multiplier",
+    }
+    assert shown["nova_conf.pci_weight_multiplier"] == {  # Nova 34's default
+        "value": 1.0,
+        "source": f"{source} [filter_scheduler] pci_weight_multiplier",
+    }
+    assert cli.main(["config"]) == 0
+    text = capsys.readouterr().out
+    assert "s3cret" not in text
+    assert "nova_conf.control_exchange" in text
+    assert f"nova-cell1  ({source} [DEFAULT] control_exchange)" in text
+    # Nova's defaults where the file is silent, the weighers left out of weight_classes
+    path.write_text("[filter_scheduler]\nweight_classes = nova.scheduler.weights.ram.RAMWeigher\n")
+    assert cli.main(["config", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["nova_conf.transport_url"]["value"] is None  # the local broker, as guest
+    assert shown["nova_conf.control_exchange"]["value"] == "nova"
+    assert shown["nova_conf.host"]["value"] == socket.gethostname()
+    assert shown["nova_conf.pci_weight_multiplier"] == {
+        "value": 0.0,
+        "source": f"{source} [filter_scheduler] weight_classes",
+    }
+    # without a nova.conf, no such rows
+    monkeypatch.delenv("ACTORSCHED_NOVA_CONFIG")
+    assert cli.main(["config", "--json"]) == 0
+    assert not [key for key in json.loads(capsys.readouterr().out) if key.startswith("nova_conf")]
+    # a value Nova refuses (PCIWeigher's multiplier is at least 0)
+    path.write_text("[filter_scheduler]\npci_weight_multiplier = -1\n")
+    with pytest.raises(NovaConfigError, match=r"pci_weight_multiplier=-1.0: must be at least 0"):
+        read(str(path))
 
 
 @needs_nova
