@@ -4,13 +4,13 @@ embedded ``Scheduler`` (what an ``actorsched[nova]`` extra built on oslo.messagi
 oslo.versionedobjects would be), over the same broker, in one run.
 
 Run as ``.venv/bin/python -m benchmarks.nova_oslo [--hosts 10000] [--callers 4]
-[--calls 200]`` (``make nova-venv`` first). ``--callers`` processes each make
+[--calls 200] [--rounds 1]`` (``make nova-venv`` first). ``--callers`` processes each make
 ``--calls`` calls one after the other through Nova 34's ``SchedulerAPI``
 (:mod:`benchmarks.nova_caller`, the requests of :mod:`benchmarks.nova_manager`),
 against, on the same ``--hosts`` hosts:
 
 * actorsched's Nova endpoint: one owner (no journal) behind its native service and
-  its Nova endpoint (:func:`benchmarks.nova_endpoint.protocol`); then
+  its Nova endpoint (:func:`benchmarks.nova_endpoint.protocol`); and
 * the oslo server (:mod:`benchmarks.nova_oslo_side`, in Nova's venv with actorsched's
   packages after Nova's on its path): ``oslo_messaging.get_rpc_server`` on the rabbit
   transport, oslo's threading executor, Nova's ``NovaObjectSerializer`` making the
@@ -20,14 +20,17 @@ against, on the same ``--hosts`` hosts:
 
 It prints one JSON object: per server calls/s (over the calls' own time), p50, p99,
 the serving process's CPU seconds per call (all its threads, from the callers' start
-to their end), the errors, and the ratios of the endpoint to the oslo server. Any
-failed call, or an answer naming a host that is not one of the hosts, fails the run.
+to their end), the errors, and the ratios of the endpoint to the oslo server; with
+``--rounds N``, N such rounds (the endpoint first, the oslo server first in every
+second one) and the ratios' medians. Any failed call, or an answer naming a host
+that is not one of the hosts, fails the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import sys
 import sysconfig
 import time
@@ -99,20 +102,8 @@ async def _oslo(hosts: int, callers: int, calls: int, nova_python: Path) -> dict
     return out
 
 
-async def run(
-    hosts: int, callers: int, calls: int, *, nova_python: Path = NOVA_PYTHON
-) -> dict[str, Any]:
-    """The figures of both servers (see the module's docstring); raises if a call failed."""
-    if not (nova_python.parent.parent / ".installed").exists():
-        raise RuntimeError(f"no Nova venv at {nova_python}: make nova-venv")
-    direct = await protocol("nova", host_reports(hosts), callers, calls, nova_python)
-    oslo = await _oslo(hosts, callers, calls, nova_python)
-    check_calls({"nova_endpoint": direct, "oslo_messaging": oslo}, callers * calls)
+def _ratios(direct: dict[str, Any], oslo: dict[str, Any]) -> dict[str, float]:
     return {
-        "hosts": hosts,
-        "callers": callers,
-        "nova_endpoint": direct,
-        "oslo_messaging": oslo,
         "endpoint_over_oslo_calls_per_s": round(direct["calls_per_s"] / oslo["calls_per_s"], 2),
         "oslo_over_endpoint_p99": round(oslo["p99_ms"] / direct["p99_ms"], 2),
         "oslo_over_endpoint_cpu_per_call": round(
@@ -121,10 +112,42 @@ async def run(
     }
 
 
+async def run(
+    hosts: int, callers: int, calls: int, *, rounds: int = 1, nova_python: Path = NOVA_PYTHON
+) -> dict[str, Any]:
+    """The figures of both servers (see the module's docstring); raises if a call failed.
+
+    With ``rounds`` above 1, each round measures both, the oslo server first in every
+    second round, and the ratios are also given as their medians over the rounds."""
+    if not (nova_python.parent.parent / ".installed").exists():
+        raise RuntimeError(f"no Nova venv at {nova_python}: make nova-venv")
+    reports = host_reports(hosts)
+    measured: list[dict[str, Any]] = []
+    for index in range(rounds):
+        parts: dict[str, dict[str, Any]] = {}
+        for part in ("oslo_messaging", "nova_endpoint")[:: -1 if index % 2 == 0 else 1]:
+            if part == "nova_endpoint":
+                parts[part] = await protocol("nova", reports, callers, calls, nova_python)
+            else:
+                parts[part] = await _oslo(hosts, callers, calls, nova_python)
+        check_calls(parts, callers * calls)
+        direct, oslo = parts["nova_endpoint"], parts["oslo_messaging"]
+        measured.append({"nova_endpoint": direct, "oslo_messaging": oslo, **_ratios(direct, oslo)})
+    out: dict[str, Any] = {"hosts": hosts, "callers": callers, **measured[0]}
+    if rounds > 1:
+        out = {"hosts": hosts, "callers": callers, "rounds": measured}
+        for key in _ratios(measured[0]["nova_endpoint"], measured[0]["oslo_messaging"]):
+            out[f"median_{key}"] = statistics.median(r[key] for r in measured)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sizes(__doc__, 200).parse_args(argv)
+    parser = sizes(__doc__, 200)
+    parser.add_argument("--rounds", type=int, default=1, help="both measured this many times")
+    args = parser.parse_args(argv)
     if not no_nova():
-        print(json.dumps(asyncio.run(run(args.hosts, args.callers, args.calls)), indent=2))
+        result = asyncio.run(run(args.hosts, args.callers, args.calls, rounds=args.rounds))
+        print(json.dumps(result, indent=2))
     return 0
 
 
