@@ -83,6 +83,7 @@ from .weighers import (
     builtin_weighers,
     multiplier_key,
     row_multipliers,
+    weigher_ceiling,
     weigher_floor,
 )
 
@@ -185,6 +186,7 @@ def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> Weigh
         floor = weigher_floor(w)
         if (
             isinstance(w, ColumnWeigher)
+            and weigher_ceiling(w) is None  # a maxval: weighed on its own
             and w.column in columns
             and floors.setdefault(w.column, floor) == floor
         ):
@@ -197,6 +199,7 @@ def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> Weigh
             continue
         if (
             isinstance(w, ColumnWeigher)
+            and weigher_ceiling(w) is None
             and columns.get(w.column)
             and floors[w.column] == weigher_floor(w)
         ):
@@ -220,6 +223,8 @@ def weigh_layout(config: SchedulerConfig, extra: Sequence[HostWeigher]) -> Weigh
 
 # A weigher's multiplier: one for every row, or one per row (an aggregate's)
 Multiplier = float | NDArray[np.float64]
+# a weigher weighed on its own: (multiplier, values, floor, ceiling: its maxval or None)
+_Raw = tuple[Multiplier, NDArray[np.float64], float, float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,12 +288,23 @@ def _weighed_alone(
     highest: float,
     floor: float,
     clamps: bool,
+    ceiling: float | None = None,
 ) -> NDArray[np.float64] | None:
     """The weights of a weigher weighed on its own (not a matrix column) over
     ``values``, whose lowest and highest over the passing rows are given; None
     when all are 0. Nova 18: from min(floor, lowest); Nova 34 (``clamps``):
     :func:`_span` over the :func:`_clamped` values. The two differ only when a
-    value is below a floor."""
+    value is below a floor. A weigher's ``maxval`` (``ceiling``) is the top of
+    its range: Nova 34 clamps a value above it to it and normalizes up to it
+    (``weigh_objects``, ``normalize(maxval=...)``); Nova 18 raised it to the
+    highest value, clamping none."""
+    if ceiling is not None:
+        if clamps:
+            values = np.minimum(values, ceiling)
+            lowest = min(lowest, ceiling)
+            highest = ceiling
+        else:
+            highest = max(highest, ceiling)
     lo = floor if floor < lowest else lowest
     hi = highest
     if lo < floor < _NO_FLOOR and clamps:
@@ -340,6 +356,11 @@ class Ranker:
         self._matrix_multipliers = list(layout.multipliers)
         self._other_weighers = list(layout.others)
         self._other_floors = list(layout.other_floors)
+        # each other weigher with its floor and ceiling, as its raws carry them
+        self._others = [
+            (w, floor, weigher_ceiling(w))
+            for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+        ]
         self._column_weighers = list(layout.column_weighers)
         # Nova 34 (nova_release): a value below its weigher's floor counts as the floor;
         # the table keeps whether one is (below_floor) and whom the lows bind by it
@@ -566,27 +587,23 @@ class Ranker:
         others = [row_multipliers(w, table, book) for w in self._other_weighers]
         return RowMultipliers(columns, others, dormant)
 
-    def _raws(
-        self, ctx: PlacementContext, per_row: RowMultipliers | None = None
-    ) -> list[tuple[Multiplier, NDArray[np.float64], float]]:
+    def _raws(self, ctx: PlacementContext, per_row: RowMultipliers | None = None) -> list[_Raw]:
         """(multiplier, values, floor) of each weigher weighed on its own that has a
         say: the others, and the dormant ones an aggregate turns on."""
         table = self.table
         if per_row is None:
             return [
-                (w.multiplier, raw, floor)
-                for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+                (w.multiplier, raw, floor, ceiling)
+                for w, floor, ceiling in self._others
                 if (raw := w.weigh_all(table, ctx)) is not None
             ]
-        raws: list[tuple[Multiplier, NDArray[np.float64], float]] = [
-            (m, raw, floor)
-            for w, m, floor in zip(
-                self._other_weighers, per_row.others, self._other_floors, strict=True
-            )
+        raws: list[_Raw] = [
+            (m, raw, floor, ceiling)
+            for (w, floor, ceiling), m in zip(self._others, per_row.others, strict=True)
             if (raw := w.weigh_all(table, ctx)) is not None
         ]
         raws += [
-            (m, raw, floor)
+            (m, raw, floor, weigher_ceiling(w))
             for w, m, floor in per_row.dormant
             if (raw := w.weigh_all(table, ctx)) is not None
         ]
@@ -630,11 +647,11 @@ class Ranker:
         destination = None if asked["requested_destination"] is None else self._destination(ctx)
         if destination is not None:
             masks.append(destination)
-        raws: list[tuple[Multiplier, NDArray[np.float64], float]]
+        raws: list[_Raw]
         if per_row is None:
             raws = [
-                (w.multiplier, raw, floor)
-                for w, floor in zip(self._other_weighers, self._other_floors, strict=True)
+                (w.multiplier, raw, floor, ceiling)
+                for w, floor, ceiling in self._others
                 if (raw := w.weigh_all(table, ctx)) is not None
             ]
         else:
@@ -846,7 +863,7 @@ class Ranker:
     def _ranked(
         self,
         mask: NDArray[np.bool_],
-        raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
+        raws: Sequence[_Raw],
         want: int,
         per_row: RowMultipliers | None = None,
     ) -> list[int]:
@@ -926,7 +943,7 @@ class Ranker:
                 scores = self._scored(his, los, below, per_row)
         else:
             scores = -table.base_penalty[:n]
-        for factor, raw, floor in raws:
+        for factor, raw, floor, ceiling in raws:
             weights = _weighed_alone(
                 factor,
                 raw,
@@ -934,6 +951,7 @@ class Ranker:
                 float(raw.max(where=mask, initial=-np.inf)),
                 floor,
                 self._clamps,
+                ceiling,
             )
             if weights is not None:
                 scores += weights
@@ -956,7 +974,7 @@ class Ranker:
     def _ranked_among(
         self,
         rows: NDArray[np.intp],
-        raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
+        raws: Sequence[_Raw],
         want: int,
         per_row: RowMultipliers | None = None,
         takes: NDArray[np.bool_] | None = None,
@@ -990,7 +1008,7 @@ class Ranker:
     def _scores_among(
         self,
         rows: NDArray[np.intp],
-        raws: Sequence[tuple[Multiplier, NDArray[np.float64], float]],
+        raws: Sequence[_Raw],
         per_row: RowMultipliers | None = None,
         *,
         exact: bool = False,
@@ -1039,7 +1057,7 @@ class Ranker:
                 scores += _weighted(_of_rows(m, rows), line, lo, hi)
         else:
             scores = np.zeros(rows.size, dtype=np.float64)
-        for multiplier, raw, floor in raws:
+        for multiplier, raw, floor, ceiling in raws:
             values = raw[rows]
             weights = _weighed_alone(
                 _of_rows(multiplier, rows),
@@ -1048,6 +1066,7 @@ class Ranker:
                 float(values.max()),
                 floor,
                 self._clamps,
+                ceiling,
             )
             if weights is not None:
                 scores += weights
@@ -1208,6 +1227,12 @@ class Ranker:
                 else:  # Nova 18 (or no minval: the lowest)
                     lo = min(floor, float(values[passing].min()))
                 hi = float(values[passing].max())
+                ceiling = weigher_ceiling(w)
+                if ceiling is not None and self._clamps:  # Nova 34: the maxval is the top
+                    values = np.minimum(values, ceiling)
+                    lo, hi = min(lo, ceiling), ceiling
+                elif ceiling is not None:  # Nova 18: raised to the highest value
+                    hi = max(hi, ceiling)
                 scaled = (values[index] - lo) / (hi - lo) if hi > lo else np.zeros(index.size)
             else:
                 scaled = np.zeros(index.size)

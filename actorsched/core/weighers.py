@@ -27,6 +27,7 @@ The protocol (also how a user plugs in a weigher)::
         name = "MyWeigher"
         multiplier = 2.0
         minval = 0.0        # optional, as Nova's BaseWeigher.minval; None for plain min-max
+        maxval = None       # optional, as Nova's BaseWeigher.maxval: the top of the range
         def weigh_all(self, table: HostTable, ctx: PlacementContext) -> NDArray[np.float64] | None:
             return table.column("free_ram")     # one float per row [:table.n]
 
@@ -111,6 +112,7 @@ __all__ = [
     "builtin_weighers",
     "multiplier_key",
     "row_multipliers",
+    "weigher_ceiling",
     "weigher_floor",
 ]
 
@@ -137,6 +139,14 @@ def weigher_floor(weigher: HostWeigher) -> float:
     """
     minval: float | None = getattr(weigher, "minval", None)
     return np.inf if minval is None else float(minval)
+
+
+def weigher_ceiling(weigher: HostWeigher) -> float | None:
+    """A weigher's ``maxval``, None if none (optional in the protocol, as Nova's
+    ``BaseWeigher.maxval``; no built-in weigher has one, as no Nova 34 weigher):
+    the top of its normalization, its values above it clamped to it (Nova 34)."""
+    maxval: float | None = getattr(weigher, "maxval", None)
+    return None if maxval is None else float(maxval)
 
 
 def multiplier_key(weigher: HostWeigher) -> str | None:

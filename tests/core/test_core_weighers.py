@@ -225,6 +225,53 @@ def test_normalization_makes_the_scale_of_raw_values_irrelevant() -> None:
             assert _pick(core) == expected, (scale, multiplier)
 
 
+class Bounded(HostValues):
+    """HostValues with Nova's BaseWeigher.minval and maxval."""
+
+    def __init__(
+        self, values: dict[str, float], minval: float | None, maxval: float | None
+    ) -> None:
+        super().__init__(values, 1.0, name="Bounded")
+        self.minval = minval
+        self.maxval = maxval
+
+
+@pytest.mark.parametrize(
+    ("values", "minval", "maxval", "expected"),
+    [
+        # nova/tests/unit/test_weights.py test_normalization
+        ((20.0, 50.0), None, None, (0.0, 1.0)),
+        ((20.0, 50.0), None, 100.0, (0.0, 0.375)),
+        ((20.0, 50.0), 0.0, None, (0.4, 1.0)),
+        ((20.0, 50.0), 0.0, 100.0, (0.2, 0.5)),
+        # weigh_objects: a value past the maxval counts as the maxval
+        ((20.0, 150.0), None, 100.0, (0.0, 1.0)),
+    ],
+)
+def test_a_weighers_minval_and_maxval_bound_its_normalization_as_novas(
+    values: tuple[float, float], minval: float | None, maxval: float | None, expected: object
+) -> None:
+    weigher = Bounded(dict(zip(("a", "b"), values, strict=True)), minval, maxval)
+    config = ram_only_config(ram_weight_multiplier=0.0, nova_release=34)
+    core = _core(config, weighers=[weigher])
+    for host in ("a", "b"):
+        core.update_host(make_report(host, 1), now=0.0)
+    (instance,) = core.plan(make_spec("vm1"), now=1.0).instances
+    weights = {c.host: c.weights["Bounded"] for c in instance.candidates}
+    assert (weights["a"], weights["b"]) == pytest.approx(expected)
+
+
+def test_a_maxval_clamps_what_the_ranking_compares() -> None:
+    # b's 150 and a's 100 both count as the maxval 100 (equal: weighed 0), so the
+    # RAM weigher's small lead of a decides; without the bound b would win
+    weigher = Bounded({"a": 100.0, "b": 150.0}, None, 100.0)
+    weigher.multiplier = 50.0
+    core = _core(ram_only_config(nova_release=34), weighers=[weigher])
+    core.update_host(make_report("a", 1), now=0.0)
+    core.update_host(make_report("b", 1, memory_mb_used=10), now=0.0)
+    assert _pick(core) == "a"
+
+
 def test_normalization_is_over_the_hosts_that_passed_the_filters() -> None:
     # c is filtered out; its huge value must not squash b's lead to ~0
     weigher = HostValues({"a": 0.0, "b": 1.0, "c": 1000.0}, multiplier=1.5)
