@@ -20,6 +20,10 @@ Rules this module keeps:
   object version it cannot read) is answered with a failure naming it when
   the message says where to answer, copied to ``actorsched.nova.dead``,
   acked and logged; it never reaches the owner and never stops the consumer.
+  A body over ``max_body_bytes`` is never held whole (the channel keeps its
+  first 4 KiB, as the native service's does); nor is one nested past
+  :mod:`.wire`'s depth, a cast listing over 100,000 instances, or a
+  RequestSpec listing over 10,000 hosts or nodes read further.
 * While a call is worked on, a call-monitor heartbeat goes to the caller
   every half of the call's ``_call_monitor_timeout`` (at least a second),
   as oslo's dispatcher sends it.
@@ -46,6 +50,7 @@ from aio_pika.abc import (
 )
 from pydantic import ValidationError
 
+from ..amqp.bodies import BodyCappedChannel, BodyCappedConnection
 from ..amqp.metrics import ServiceMetrics
 from ..amqp.service import shown
 from ..auth import ROLES, Role
@@ -245,11 +250,15 @@ class NovaEndpoint:
             self.url,
             reconnect_interval=self._reconnect_interval,
             client_properties={"connection_name": f"actorsched nova-scheduler {self.nova.host}"},
+            connection_class=BodyCappedConnection,
         )
         try:
             channel = self._connection.channel(publisher_confirms=True)
+            assert isinstance(channel, BodyCappedChannel)
+            # a body over the cap is never held whole, on this channel and its reopens
+            channel.max_body_bytes = self.max_body_bytes
+            channel.keep = _DEAD_KEEP
             await channel
-            assert isinstance(channel, aio_pika.RobustChannel)
             self._channel = channel
             await channel.set_qos(prefetch_count=self.prefetch)
             topic = await channel.declare_exchange(
@@ -334,7 +343,15 @@ class NovaEndpoint:
     # -- one delivery --------------------------------------------------------
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        task = asyncio.create_task(self._handle(message))
+        # the declared size of a body cut to its head, taken now (no mark outlives
+        # its delivery)
+        channel = self._channel
+        cut = (
+            channel.cut_size(message.delivery_tag)
+            if isinstance(channel, BodyCappedChannel)
+            else None
+        )
+        task = asyncio.create_task(self._handle(message, cut))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -347,10 +364,10 @@ class NovaEndpoint:
             if started is not None:
                 self.metrics.nova_latency.labels(method).observe(time.perf_counter() - started)
 
-    async def _handle(self, message: AbstractIncomingMessage) -> None:
+    async def _handle(self, message: AbstractIncomingMessage, cut: int | None = None) -> None:
         started = time.perf_counter()
         try:
-            call = wire.decode(message.body, max_body_bytes=self.max_body_bytes)
+            call = wire.decode(message.body, max_body_bytes=self.max_body_bytes, body_size=cut)
         except wire.BadEnvelope as bad:
             await self._dead_letter(message, bad.reason, str(bad))
             if bad.reply_q and bad.msg_id:

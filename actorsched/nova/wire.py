@@ -108,14 +108,21 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def decode(body: bytes, *, max_body_bytes: int) -> Call:
-    """The RPC message in ``body``; :class:`BadEnvelope` naming what is wrong."""
-    if len(body) > max_body_bytes:
+def decode(body: bytes, *, max_body_bytes: int, body_size: int | None = None) -> Call:
+    """The RPC message in ``body``; :class:`BadEnvelope` naming what is wrong.
+
+    ``body_size`` is the size the delivery declared when ``body`` is only its head
+    (the channel cut a body over ``max_body_bytes`` as it arrived).
+    """
+    size = len(body) if body_size is None else body_size
+    if size > max_body_bytes:
         raise BadEnvelope(
-            "too_large", f"message of {len(body):,} bytes is over max_body_bytes {max_body_bytes:,}"
+            "too_large", f"message of {size:,} bytes is over max_body_bytes {max_body_bytes:,}"
         )
     try:
         outer = json.loads(body)
+    except RecursionError:  # nested past the parser's stack before _depth can say so
+        raise BadEnvelope("too_deep", f"body nests deeper than {_MAX_DEPTH} levels") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadEnvelope("not_json", f"body is not JSON: {exc}") from None
     if not isinstance(outer, dict) or "oslo.message" not in outer:
@@ -134,6 +141,8 @@ def decode(body: bytes, *, max_body_bytes: int) -> Call:
         raise BadEnvelope("not_oslo", '"oslo.message" must be a JSON string')
     try:
         inner = json.loads(inner_text)
+    except RecursionError:
+        raise BadEnvelope("too_deep", f"message nests deeper than {_MAX_DEPTH} levels") from None
     except ValueError as exc:
         raise BadEnvelope("not_json", f'"oslo.message" is not JSON: {exc}') from None
     if not isinstance(inner, dict):

@@ -114,6 +114,7 @@ async def nova_stack(
     extra: str = "",
     placement: Callable[[Scheduler], PlacementLink] | None = None,
     config: dict[str, Any] | None = None,
+    max_body_bytes: int = 1 << 20,
 ) -> AsyncIterator[NovaStack]:
     tag = uuid.uuid4().hex[:10]
     exchange, topic, queue, host = f"nova-{tag}", f"scheduler-{tag}", f"as-{tag}", f"sched-{tag}"
@@ -125,7 +126,7 @@ async def nova_stack(
         scheduler,
         conf,
         cell_uuid=CELL,
-        max_body_bytes=1 << 20,
+        max_body_bytes=max_body_bytes,
         topic=topic,
         metrics=metrics,
         roles=roles,
@@ -326,6 +327,69 @@ async def test_a_malformed_envelope_is_answered_dead_lettered_and_the_service_go
         assert sample("actorsched_nova_requests_total", ok) == 1
         count = "actorsched_nova_request_duration_seconds_count"
         assert sample(count, {"method": "select_destinations"}) == 1
+
+
+async def test_nova_messages_past_a_bound_are_dead_lettered_naming_it_and_the_service_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A body over max_body_bytes is cut as it arrives (its first 4 KiB kept for the
+    dead letter, the rest never held) and a cast listing over 100,000 instances is
+    refused: each dead-lettered naming its bound, and Nova's next call is answered."""
+    limit = 5 << 20  # room for a cast of 100,001 uuids (about 4.2 MB), not for more
+    async with nova_stack(tmp_path, [_report("h1", 4096)], max_body_bytes=limit) as stack:
+        seen: list[tuple[int, int | None]] = []  # what the endpoint is handed of each body
+        handle = stack.endpoint._handle
+
+        async def spy(
+            message: aio_pika.abc.AbstractIncomingMessage, cut: int | None = None
+        ) -> None:
+            seen.append((len(message.body), cut))
+            await handle(message, cut)
+
+        stack.endpoint._handle = spy  # type: ignore[method-assign]
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+            exchange = await channel.get_exchange(stack.exchange)
+            reply = await channel.declare_queue(exclusive=True)
+            call = {
+                "method": "select_destinations",
+                "args": {"padding": "x" * (limit + 1)},
+                "version": "4.5",
+                "_msg_id": uuid.uuid4().hex,
+                "_reply_q": reply.name,
+            }
+            cast = {
+                "method": "sync_instance_info",
+                "args": {"host_name": "compute-a", "instance_uuids": _uuids(100_001)},
+                "version": "4.5",
+            }
+            sizes = []
+            for inner in (call, cast):
+                body = json.dumps({"oslo.version": "2.0", "oslo.message": json.dumps(inner)})
+                sizes.append(len(body))
+                await exchange.publish(aio_pika.Message(body.encode()), routing_key=stack.topic)
+            dead = await channel.get_queue(stack.endpoint.dead_queue)
+            letters = {}
+            for _ in range(2):
+                letter = await _one(dead)
+                letters[str(letter.headers["x-actorsched-reason"])] = letter
+            assert sorted(letters) == ["bad_input", "too_large"]
+            too_large = letters["too_large"]
+            assert f"over max_body_bytes {limit:,}" in str(too_large.headers["x-actorsched-error"])
+            assert len(too_large.body) == 4096  # the head only
+            # the endpoint was never handed the whole body over the cap, only its head
+            # and the size it declared; the cast within the cap, whole
+            assert sorted(seen) == [(4096, sizes[0]), (sizes[1], None)]
+            failure = json.loads(str(letters["bad_input"].headers["x-actorsched-error"]))
+            assert failure["message"] == (
+                "sync_instance_info lists 100,001 instances, over 100,000"
+            )
+        (good,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": {"memory_mb": 512}})
+        assert good["ok"], good
+        counts = stack.endpoint.counts
+        assert counts[("unknown", "bad_input")] == 1
+        assert counts[("sync_instance_info", "bad_input")] == 1
 
 
 async def test_a_redelivered_call_is_answered_alike_with_one_claim(tmp_path: Path) -> None:
