@@ -23,6 +23,8 @@ from placement_fixture import PlacementServer, placement_missing, running_placem
 from placement_seed import Seeder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nova_rpc"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "journal"))
+from stall_proxy import StallProxy
 from test_nova_rpc import AMQP_URL, NovaStack, nova_conf, nova_stack
 from test_placement_nova import _cleanup, _link, _used_and_capacity
 
@@ -123,6 +125,46 @@ async def test_placement_down_or_frozen_is_a_prompt_no_valid_host_and_back_again
         assert _census(seed, providers, told) == {"doubled": [], "over": [], "lost": []}
     finally:
         _cleanup(seed, list(told), list(providers.values()))
+
+
+async def test_a_call_that_outlives_novas_call_monitor_timeout_is_kept_alive_and_answered(
+    seed: Seeder, placement: PlacementServer, tmp_path: Path
+) -> None:
+    """Nova's client asks select_destinations with call_monitor_timeout (its
+    rpc_response_timeout, 2 s here: oslo's own servers send no heartbeat below 2)
+    and gives up after that long without a word; actorsched's heartbeats (every
+    second) keep it waiting while the claim waits on a frozen Placement for 5 s,
+    and the answer comes (not MessagingTimeout). A proxy in front of Placement
+    tells when the claim has asked it."""
+    tag = uuid.uuid4().hex[:6]
+    node = f"hb-{tag}"
+    providers = {node: seed.compute_node(node, memory_mb=16 * GB, reserved_mb=0, ram_ratio=1.0)}
+    instance = str(uuid.uuid4())
+    monitor = "[DEFAULT]\nrpc_response_timeout = 2\nlong_rpc_timeout = 60\n"
+    try:
+        async with StallProxy(placement.url) as proxy:
+            # one poll (no other call to Placement while it is frozen), each call up to 10 s
+            link = _link(proxy.url, 3600.0, 10.0)
+            async with nova_stack(tmp_path, [], extra=monitor, placement=link) as stack:
+                following = stack.endpoint.placement
+                assert following is not None
+                assert await following.ready(10)
+                sent = proxy.requests
+                placement.pause()
+                try:
+                    call = asyncio.create_task(stack.nova(_select([instance], GB)))
+                    asked = await proxy.until_requests(sent + 1, within=60)  # the claim's first
+                    assert asked > sent
+                    await asyncio.sleep(5.0)
+                finally:
+                    placement.resume()
+                (answer,) = await call
+        assert answer["ok"], answer
+        assert answer["seconds"] >= 5.0, answer  # 2.5 times the monitor's timeout
+        told = {instance: answer["result"][0][0]["nodename"]}
+        assert _census(seed, providers, told) == {"doubled": [], "over": [], "lost": []}
+    finally:
+        _cleanup(seed, [instance], list(providers.values()))
 
 
 async def test_an_inventory_shrunk_behind_actorscheds_back_is_refused_and_the_next_host_taken(
