@@ -225,7 +225,17 @@ async def test_update_aggregates_moves_hosts_into_a_zone_and_delete_takes_it_bac
     hosts = [_report("h1", 4096), _report("h2", 8192), _report("h3", 16384)]
     async with nova_stack(tmp_path, hosts) as stack:
         zone = {"memory_mb": 512, "root_gb": 1, "availability_zone": "az-x"}
-        before, _, placed, _, after = await stack.nova(
+
+        async def applied(names: list[str]) -> None:
+            # a cast is not answered, and the endpoint handles messages concurrently
+            # (as Nova's does): the next call waits until the cast is in the state
+            for _ in range(300):
+                if [a.name for a in await stack.scheduler.aggregates()] == names:
+                    return
+                await asyncio.sleep(0.05)
+            raise AssertionError(f"the aggregates never became {names}")
+
+        before, _ = await stack.nova(
             {"op": "select", "uuids": _uuids(1), "spec": zone},
             {
                 "op": "update_aggregates",
@@ -233,10 +243,14 @@ async def test_update_aggregates_moves_hosts_into_a_zone_and_delete_takes_it_bac
                 "hosts": ["h1"],
                 "metadata": {"availability_zone": "az-x"},
             },
+        )
+        await applied(["rack-x"])
+        placed, _ = await stack.nova(
             {"op": "select", "uuids": _uuids(1), "spec": zone},
             {"op": "delete_aggregate", "name": "rack-x", "hosts": ["h1"]},
-            {"op": "select", "uuids": _uuids(1), "spec": zone},
         )
+        await applied([])
+        (after,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": zone})
         assert not before["ok"]
         assert before["is_no_valid_host"]
         assert placed["ok"], placed
