@@ -387,6 +387,12 @@ class ServerGroup(_Message):
     count twice. ``max_server_per_host`` (Nova's rule of API 2.64, only with
     ``anti-affinity``): a host may hold up to that many members; unset, one.
 
+    ``members`` (Nova's ``instance_group.members``, instance uuids) counts
+    them as Nova's anti-affinity filter and soft weighers do instead: each
+    member once, on the host that holds its claim or else lists it, and
+    ``hosts`` then only bounds hard affinity (Nova's affinity filter reads
+    them), whatever the claims.
+
     >>> ServerGroup(id="g", policy="anti-affinity", max_server_per_host=2).max_server_per_host
     2
     """
@@ -395,6 +401,7 @@ class ServerGroup(_Message):
     policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
     max_server_per_host: Annotated[int, Field(ge=1, le=2**31)] | None = None
     hosts: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
+    members: Annotated[list[Name], Field(max_length=_MAX_LIST)] = _empty_list()
 
     @model_validator(mode="after")
     def _rule_needs_anti_affinity(self) -> ServerGroup:

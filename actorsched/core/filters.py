@@ -38,7 +38,7 @@ report. Where Nova 18 and 34 have one rule, it holds under both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -511,6 +511,8 @@ def group_members(
     group = ctx.spec.group
     if group is None or group.policy != policy:
         return None
+    if group.members:
+        return _members_where(table, ctx, group.members, group.hosts, policy)
     claimed = ctx.ledger.group_members(group.id)
     if not claimed and not group.hosts:
         return None
@@ -521,6 +523,30 @@ def group_members(
         rows = np.concatenate((rows, np.array(listed, dtype=np.intp)))
         counts = np.concatenate((counts, np.ones(len(listed), dtype=np.int64)))
     return rows, counts
+
+
+def _members_where(
+    table: HostTable,
+    ctx: PlacementContext,
+    members: Sequence[str],
+    hosts: Sequence[str],
+    policy: str,
+) -> tuple[NDArray[np.intp], NDArray[np.int64]] | None:
+    """:func:`group_members` by the group's ``members`` (Nova's count: its members
+    among the instances a host holds): each once, on the row of its claim or else
+    of the report that lists it; this request's own instances by the rows its
+    earlier ones took (the one placed now counts nowhere, as Nova lets a move's
+    source keep it); and, for hard affinity, the group's ``hosts``."""
+    own = set(ctx.spec.instance_uuids)
+    rows = [r for m in set(members) - own if (r := ctx.locate(m)) is not None]
+    rows += ctx.chosen_rows
+    if policy == "affinity":
+        if not rows and not hosts:
+            return None  # Nova: no group host yet, any host passes
+        rows += [r for r in map(table.row_of.get, hosts) if r is not None]
+    elif not rows:
+        return None
+    return np.array(rows, dtype=np.intp), np.ones(len(rows), dtype=np.int64)
 
 
 class ServerGroupAffinityFilter:

@@ -143,8 +143,9 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
     gets or where it may go: ``memory_mb``, ``vcpus`` and ``disk_gb``;
     ``availability_zone``; ``required_traits`` and ``forbidden_traits``;
     ``group`` (id and policy; its ``hosts``, a multiset, as
-    ``group_hosts`` and its ``max_server_per_host`` as
-    ``group_max_server_per_host``); the ``same_host`` and ``different_host``
+    ``group_hosts``, its ``max_server_per_host`` as
+    ``group_max_server_per_host`` and its ``members``, a set, as
+    ``group_members``); the ``same_host`` and ``different_host``
     hints; ``ignore_hosts`` and ``force_hosts`` (in lower case, as they are
     matched); ``force_nodes``; ``requested_destination``; and what the
     aggregate filters read: ``flavor_name``, ``extra_specs`` and
@@ -192,6 +193,8 @@ def request_fingerprint(spec: RequestSpec, resources_only: bool | None = None) -
             parts.append('"group_hosts":' + _counted_list(group.hosts))
         if group.max_server_per_host is not None:
             parts.append(f'"group_max_server_per_host":{group.max_server_per_host}')
+        if group.members:
+            parts.append('"group_members":' + _canonical_list(group.members))
     if asked["ignore_hosts"]:
         lowered = [host.lower() for host in asked["ignore_hosts"]]
         parts.append('"ignore_hosts":' + _canonical_list(lowered))

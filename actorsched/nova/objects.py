@@ -270,11 +270,15 @@ def _group(data: Mapping[str, Any] | None) -> tuple[ServerGroup | None, tuple[st
     group_id = data.get("uuid") or data.get("id")
     # Nova's hosts name each host once; actorsched counts its own claims of the
     # group, so a host is passed once (a member actorsched placed is not doubled)
+    # the members: counted where each is, as Nova's anti-affinity filter and soft
+    # weighers count them among a host's instances (the hosts then bound affinity)
+    members = _strings(data.get("members"), "instance_group.members")
     group = ServerGroup(
         id=str(group_id),
         policy=_POLICIES[_POLICIES.index(policy)],
         max_server_per_host=int(per_host) if per_host is not None else None,
         hosts=sorted(set(hosts)),
+        members=sorted(set(members)),
     )
     return group, hosts
 

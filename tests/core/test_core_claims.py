@@ -434,6 +434,8 @@ def _reference_fingerprint(spec: RequestSpec) -> str:
         fields["group_hosts"] = sorted(spec.group.hosts)  # a multiset: each member
     if spec.group is not None and spec.group.max_server_per_host is not None:
         fields["group_max_server_per_host"] = spec.group.max_server_per_host
+    if spec.group is not None and spec.group.members:
+        fields["group_members"] = sorted(set(spec.group.members))  # a set
     for name in ("flavor_name", "project_id", "image_id", "query"):
         if getattr(spec, name) is not None:
             fields[name] = getattr(spec, name)
@@ -479,7 +481,11 @@ def _reference_fingerprint(spec: RequestSpec) -> str:
         },
         {
             "group": ServerGroup(
-                id="g", policy="anti-affinity", hosts=["b", "a", "b"], max_server_per_host=2
+                id="g",
+                policy="anti-affinity",
+                hosts=["b", "a", "b"],
+                max_server_per_host=2,
+                members=["m2", "m1", "m2"],
             ),
             "requested_destination": Destination(host="h1", node="n1"),
         },

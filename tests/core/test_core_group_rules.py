@@ -157,6 +157,53 @@ def test_a_group_whose_claims_are_all_released_is_forgotten() -> None:
     assert dict(core.ledger.group_members("g")) == {row: 1}
 
 
+def test_a_groups_members_count_once_where_they_are_as_nova_counts_them() -> None:
+    """Nova's ServerGroupAntiAffinityFilter counts the group's members among a
+    host's instances. vm1, placed here on h1 (a claim of the group), and Nova's
+    spec of the next boot naming it a member and h1 a group host: it counts once
+    on h1 (not once as a claim and once as a host), so max_server_per_host 2
+    still takes h1; two members h2 lists count two there."""
+    core = _core("h1", "h2", config=make_config(**ROOMY, ram_weight_multiplier=-1.0))
+    core.update_host(make_report("h2", 2, memory_mb=65536, vcpus=64, instances=["n1", "n2"]), 1.0)
+    first = ServerGroup(id="g", policy="anti-affinity", max_server_per_host=2)
+    assert _host(core, "vm1", first, force_hosts=["h1"]) == "h1"
+    nova = ServerGroup(
+        id="g",
+        policy="anti-affinity",
+        max_server_per_host=2,
+        hosts=["h1", "h2"],  # Nova's instance_group.hosts: each host once
+        members=["vm1", "vm2", "n1", "n2"],
+    )
+    # h2 holds two members already: only h1 passes (it holds one: vm1)
+    assert _host(core, "vm2", nova) == "h1"
+    # a third member would make h1 two too: neither passes
+    third = nova.model_copy(update={"members": ["vm1", "vm2", "vm3", "n1", "n2"]})
+    with pytest.raises(NoValidHost, match="ServerGroupAntiAffinityFilter removed 2"):
+        _host(core, "vm3", third)
+
+
+def test_a_groups_members_weigh_where_they_are_for_the_soft_weighers() -> None:
+    # Nova's soft weighers: len(members among the host's instances); one member
+    # each on a and b by claim, two on c by its report: soft affinity takes c,
+    # though the RAM weigher alone would take a or b (c has less RAM)
+    core = _core("a", "b", config=ram_only_config(**ROOMY))
+    core.update_host(make_report("c", 2, memory_mb=49152, vcpus=64, instances=["m3", "m4"]), 1.0)
+    for uuid, host in (("m1", "a"), ("m2", "b")):
+        core.select_destinations(make_spec(uuid, force_hosts=[host]), now=1.0)
+    soft = ServerGroup(id="s", policy="soft-affinity", members=["m1", "m2", "m3", "m4"])
+    assert _host(core, "m5", soft) == "c"
+
+
+def test_a_group_of_members_located_nowhere_leaves_affinity_open() -> None:
+    # Nova's affinity filter: no group host yet, any host passes
+    core = _core("a", "b")
+    fresh = ServerGroup(id="f", policy="affinity", members=["new1", "new2"])
+    assert _host(core, "new1", fresh) in {"a", "b"}
+    # then the second instance goes where the first went
+    placed = core.ledger.claims["new1"].host
+    assert _host(core, "new2", fresh) == placed
+
+
 def test_group_rules_and_hosts_are_in_the_fingerprint() -> None:
     base = make_spec(group=_group("anti-affinity"))
     ruled = make_spec(group=_group("anti-affinity", max_server_per_host=2))
