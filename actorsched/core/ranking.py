@@ -59,9 +59,12 @@ from .filters import (
     AggregateMultiTenancyIsolation,
     AggregateNumInstancesFilter,
     AggregateTypeAffinityFilter,
+    AvailabilityZoneFilter,
     ComputeFilter,
+    ComputeStatusRequestFilter,
     CoreFilter,
     DiskFilter,
+    ForbiddenTraitsFilter,
     HostFilter,
     IoOpsFilter,
     IsolatedAggregatesRequestFilter,
@@ -69,6 +72,7 @@ from .filters import (
     NumInstancesFilter,
     PlacementContext,
     RamFilter,
+    RequiredTraitsFilter,
     ResourceFilter,
     TenantAggregateRequestFilter,
     rows_mask,
@@ -134,6 +138,16 @@ _HINT_FILTERS = frozenset(BUILTIN_FILTER_CLASSES.values()) - {
 # What a forced host is still checked for (the resource filters' rule, whatever
 # filters are enabled): room for the request, as Placement's claim checks it.
 _ROOM_FILTERS = (RamFilter(), CoreFilter(), DiskFilter())
+# ... and under Nova 34's rules (nova_release 34) what Placement's query checks
+# of every candidate, a forced one too: the zone's aggregates, the required and
+# forbidden traits, and a disabled compute (force_hosts skips Nova's filters, not
+# its allocation candidates)
+_PLACEMENT_CHECKS = (
+    AvailabilityZoneFilter(),
+    RequiredTraitsFilter(),
+    ForbiddenTraitsFilter(),
+    ComputeStatusRequestFilter(),
+)
 
 # -- tuning knobs (same rankings whatever their values; only the speed differs) --
 # Below this share of passing rows, weigh a gathered copy of just those rows.
@@ -499,6 +513,11 @@ class Ranker:
             mask &= fits
         return mask
 
+    def _forced_checks(self) -> tuple[HostFilter, ...]:
+        """The filters a forced host still passes besides room: Placement's
+        (:data:`_PLACEMENT_CHECKS`) under Nova 34's rules, none under Nova 18's."""
+        return _PLACEMENT_CHECKS if self._clamps else ()
+
     def _forcing(self, ctx: PlacementContext) -> NDArray[np.bool_]:
         """The live rows a forcing request names, by Nova's steps (the requested
         destination, then ignore_hosts, then force_hosts and force_nodes, a row
@@ -510,6 +529,7 @@ class Ranker:
             self._ignored(ctx),
             self._forced_hosts(ctx),
             self._forced_nodes(ctx),
+            *(f.filter_all(table, ctx) for f in self._forced_checks()),
         ):
             if step is not None:
                 mask &= step
@@ -1142,9 +1162,10 @@ class Ranker:
             ("RequestedDestination", self._destination(ctx)),
             ("IgnoreHosts", self._ignored(ctx)),
         ]
-        if forcing:  # no filter runs: only the room the resources need
+        if forcing:  # no filter runs: only Placement's checks and the room needed
             steps.append(("ForceHosts", self._forced_hosts(ctx)))
             steps.append(("ForceNodes", self._forced_nodes(ctx)))
+            steps.extend((f.name, f.filter_all(table, ctx)) for f in self._forced_checks())
             steps.extend((f.name, f.filter_all(table, ctx)) for f in _ROOM_FILTERS)
         else:
             steps.extend((f.name, f.filter_all(table, ctx)) for f in self.filters)
@@ -1164,6 +1185,8 @@ class Ranker:
         reasons += self._unknown_names(ctx)
         if forcing and total:
             reasons += "; forced hosts skip the filters but must have room for the resources asked"
+            if self._clamps:
+                reasons += " (and Placement's zone, traits and enabled checks)"
         where = ""
         if len(ctx.spec.instance_uuids) > 1:
             where = (

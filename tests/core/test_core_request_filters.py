@@ -147,3 +147,41 @@ async def test_a_disabled_compute_takes_nothing_whatever_the_filters(
             await s.update_hosts([make_report(h, 2, enabled=False) for h in HOSTS])
             with pytest.raises(NoValidHost, match="compute_status_filter removed 5"):
                 await s.select_destinations(make_spec("vm2"))
+
+
+@pytest.mark.parametrize("nova_release", [18, 34])
+async def test_a_forced_host_still_passes_placements_zone_traits_and_enabled_checks(
+    nova_release: int,
+) -> None:
+    """force_hosts skips Nova's filters, not Placement's allocation candidates
+    (Nova 34): a forced host outside the zone's aggregates, without a required
+    trait, or whose compute is disabled takes nothing there. Nova 18 had no such
+    query: the forced host is taken."""
+    config = make_config(max_attempts=10, nova_release=nova_release)
+    async with Scheduler(config) as s:
+        await s.update_hosts(
+            [
+                make_report("h1", traits=["CUSTOM_SSD"]),
+                make_report("h2"),
+                make_report("off", enabled=False),
+            ]
+        )
+        await s.create_aggregate("zoned", {"availability_zone": "az1"}, ["h1"])
+        cases = {
+            "zone": make_spec("z", force_hosts=["h2"], availability_zone="az1"),
+            "trait": make_spec("t", force_hosts=["h2"], required_traits=["CUSTOM_SSD"]),
+            "forbidden": make_spec("f", force_hosts=["h1"], forbidden_traits=["CUSTOM_SSD"]),
+            "disabled": make_spec("d", force_hosts=["off"]),
+        }
+        for name, spec in cases.items():
+            if nova_release == 34:
+                with pytest.raises(NoValidHost, match="Placement's zone, traits and enabled"):
+                    await s.select_destinations(spec)
+            else:
+                (placed,) = await s.select_destinations(spec)
+                assert placed.host == spec.force_hosts[0], name
+        # what Placement allows, a forced host takes
+        (placed,) = await s.select_destinations(
+            make_spec("ok", force_hosts=["h1"], availability_zone="az1")
+        )
+        assert placed.host == "h1"
