@@ -5,6 +5,7 @@ answers count as freeing room for the requests that wait."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import Any
@@ -18,6 +19,7 @@ from actorsched import (
     Scheduler,
     SchedulerConfig,
     SchedulerError,
+    SchedulerStopped,
     Selection,
 )
 from actorsched.actor import Envelope, Owner, _Waiter
@@ -313,3 +315,118 @@ async def test_a_placement_sent_before_an_observer_watched_is_not_timed() -> Non
     finally:
         await asyncio.wait_for(owner.stop(), TIMEOUT)
     assert metrics.registry.get_sample_value(count, {"result": "scheduled"}) == 1
+
+
+class _GatedSink:
+    """A journal whose commits finish only once the test opens its gate; ``two``
+    is set once it has been handed two batches."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.two = asyncio.Event()
+        self.batches: list[int] = []
+
+    async def _commit(self, size: int) -> None:
+        await self.gate.wait()
+
+    def submit(self, batch: list[Envelope]) -> Awaitable[None]:
+        self.batches.append(len(batch))
+        if len(self.batches) == 2:
+            self.two.set()
+        return self._commit(len(batch))
+
+
+async def test_a_stop_its_caller_gives_up_on_still_answers_what_was_sent_before_it() -> None:
+    # stop() cancelled while its stop message waits for the journal (a shutdown
+    # with a deadline): the owner still handles and answers everything sent
+    # before it, and then stops; giving up on stop() never cancels the owner.
+    sink = _GatedSink()
+    owner = Owner(make_core(), mailbox_size=4, max_batch=4, clock=Clock(), sink=sink)
+    owner.start()
+    sent = owner.ask(UpdateHost(make_report("h1")))
+    stopping = asyncio.ensure_future(owner.stop())
+    await asyncio.wait_for(sink.two.wait(), TIMEOUT)
+    assert sink.batches == [1, 1]  # the call's batch and the stop's, neither durable
+    stopping.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stopping
+    sink.gate.set()
+    assert await asyncio.wait_for(sent, 2.0) is True
+    async with asyncio.timeout(TIMEOUT):
+        await owner.stop()
+    assert not owner.running
+
+
+WAIT = 3600.0  # a waiting request's deadline: far off, and no other timer's delay
+
+
+async def test_a_waiter_placed_given_up_or_stopped_leaves_no_deadline_timer_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A request may wait long for room: once it is placed, or its caller gives
+    # up, or the owner stops, the timer of its deadline is cancelled, not left
+    # on the loop holding the request (and its answer) until the deadline.
+    loop = asyncio.get_running_loop()
+    deadlines: list[asyncio.TimerHandle] = []
+    call_later = loop.call_later
+
+    def recorded(delay: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        handle = call_later(delay, callback, *args, **kwargs)
+        if delay == WAIT:
+            deadlines.append(handle)
+        return handle
+
+    monkeypatch.setattr(loop, "call_later", recorded)
+    s = Scheduler(SchedulerConfig(seed=0))
+    async with s:
+        await s.update_host(make_report("h1", memory_mb=1024))
+        await s.select_destinations(make_spec("first", memory_mb=1024))
+        placed = asyncio.create_task(
+            s.select_destinations(make_spec("placed", memory_mb=1024), wait=WAIT)
+        )
+        await until_pending(s, 1)
+        assert await s.release("first")
+        async with asyncio.timeout(TIMEOUT):
+            assert [sel.host for sel in await placed] == ["h1"]
+        gone = asyncio.create_task(s.select_destinations(make_spec("gone"), wait=WAIT))
+        await until_pending(s, 1)
+        gone.cancel()
+        await until_pending(s, 0)
+        stopped = asyncio.create_task(s.select_destinations(make_spec("stopped"), wait=WAIT))
+        await until_pending(s, 1)
+        assert [handle.cancelled() for handle in deadlines] == [True, True, False]
+    with pytest.raises(SchedulerStopped):
+        await stopped
+    assert len(deadlines) == 3
+    assert all(handle.cancelled() for handle in deadlines)
+
+
+class _Crash(BaseException):
+    """Not an Exception: nothing in the owner catches it."""
+
+
+class _CrashingFilter:
+    name = "Crashing"
+
+    def filter_all(self, table: Any, ctx: Any) -> None:
+        raise _Crash("a plug-in gone wrong")
+
+
+async def test_the_calls_queued_behind_the_batch_that_killed_the_owner_fail_at_once() -> None:
+    # An owner that dies fails its batch with the reason, and every call still
+    # queued behind it with SchedulerStopped: none is left hanging.
+    core = make_core(filters=[_CrashingFilter()])
+    core.update_host(make_report("h1"), 0.0)
+    owner = Owner(core, mailbox_size=4, max_batch=1, clock=Clock())
+    owner.start()
+    dying = owner.ask(SelectDestinations(make_spec("vm")))
+    behind = owner.ask(UpdateHost(make_report("h2")))
+    try:
+        with pytest.raises(SchedulerStopped, match="owner task died: _Crash"):
+            await asyncio.wait_for(dying, TIMEOUT)
+        with pytest.raises(SchedulerStopped, match="stopped before it handled this call"):
+            await asyncio.wait_for(behind, 2.0)
+    finally:
+        with contextlib.suppress(BaseException):
+            await owner.stop()
+    assert sorted(core.host_states()) == ["h1"]

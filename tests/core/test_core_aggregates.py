@@ -819,3 +819,13 @@ def test_the_shortcut_and_the_full_mask_agree_with_aggregate_filters_on() -> Non
     isolated = {f"h{i}" for i in range(0, 30, 4)}
     placed = {c.host for u, c in fast.ledger.claims.items()}
     assert placed - isolated, "plain requests were placed"
+
+
+def test_the_aggregate_book_takes_no_attribute_it_does_not_declare() -> None:
+    # The book keeps a dozen caches cleared on every aggregate change: slotted,
+    # a misspelt one (book._answer = ...) raises instead of becoming a cache
+    # nothing clears, and a book carries no attribute dict.
+    book = make_core().aggregates
+    with pytest.raises(AttributeError):
+        book._answer = {}  # type: ignore[attr-defined]
+    assert "__dict__" not in dir(book)

@@ -28,8 +28,10 @@ from actorsched import InvalidRequest, NoValidHost, RequestSpec
 from actorsched.core import SchedulerCore
 from actorsched.core.filters import PlacementContext
 from actorsched.core.host_facts import (
+    FACT_FIELDS,
     HOST_STATE_ATTRIBUTES,
     ComputeCapabilitiesFilter,
+    HostFacts,
     ImagePropertiesFilter,
     capability_checks,
     facts_key,
@@ -293,6 +295,66 @@ def test_an_unheld_host_state_attribute_reads_the_hosts_stats() -> None:
     core = _core({"stats": {"host_ip": "10.0.0.1"}}, {})
     only = make_spec("a", extra_specs={"host_ip": "10.0.0.1"})
     assert core.select_destinations(only, 2.0)[0].host == "host1"
+
+
+# Nova 34's HostState attributes that actorsched does not hold (hasattr is true
+# of each, so Nova's filter checks an unscoped extra spec naming one)
+NOVA_UNHELD = (
+    "host_ip",
+    "pci_stats",
+    "numa_topology",
+    "limits",
+    "metrics",
+    "aggregates",
+    "instances",
+    "service",
+    "uuid",
+    "cell_uuid",
+    "updated",
+    "allocation_candidates",
+    "update",
+    "consume_from_request",
+)
+
+
+@pytest.mark.parametrize("name", NOVA_UNHELD)
+def test_an_unscoped_extra_spec_naming_an_attribute_actorsched_does_not_hold_is_checked(
+    name: str,
+) -> None:
+    # Nova checks it (a HostState attribute, not an unknown key it would
+    # ignore): a host whose stats do not give it fails, as in Nova, where
+    # no such attribute's value reads "x"
+    core = _core({})
+    assert not _places(core, extra_specs={name: "x"})
+    assert _places(core, extra_specs={f"{name}_x": "x"})  # no attribute: ignored
+
+
+def test_capabilities_read_free_disk_mb_as_the_hosts_free_disk_in_mb() -> None:
+    # Nova's HostState.free_disk_mb: the free disk in GB times 1024
+    core = _core({"local_gb": 100, "local_gb_used": 30})
+    assert _places(core, extra_specs={"free_disk_mb": "== 71680"})
+    assert not _places(core, extra_specs={"free_disk_mb": "> 71680"})
+
+
+def test_capabilities_give_back_the_disk_of_the_requests_earlier_instances() -> None:
+    # once per request, as Nova: the second instance's host is checked with the
+    # disk the first one's claim took given back (100 GB free, as before either)
+    core = _core({"local_gb": 100})
+    spec = make_spec("a", "b", disk_gb=10, extra_specs={"free_disk_mb": "== 102400"})
+    assert [s.host for s in core.select_destinations(spec, 2.0)] == ["host1", "host1"]
+
+
+def test_host_facts_show_what_a_report_says_not_what_they_derive() -> None:
+    # the digest of a core hashes this text: the reported facts, in FACT_FIELDS
+    # order, and none of what is worked out from them (the stats as a map, the
+    # parsed cpu_info, the metrics as a map, the failed builds counted)
+    report = make_report(
+        cpu_info=CPU_INFO, stats={"failed_builds": "2"}, metrics={"cpu.percent": 0.5}
+    )
+    key = facts_key(report)
+    assert key is not None
+    shown = repr(HostFacts.of(key))
+    assert re.findall(r"(\w+)=", shown) == list(FACT_FIELDS)
 
 
 def test_capability_checks_of_a_flavor() -> None:

@@ -530,6 +530,31 @@ def test_json_filter_refuses_what_nova_raises_on(query: str, why: str) -> None:
     assert core.claims() == {}
 
 
+def _nested(depth: int) -> str:
+    """A query whose lists nest ``depth`` deep, true of every host."""
+    query: list[Any] = ["=", 1, 1]
+    for _ in range(depth - 1):
+        query = ["and", query]
+    return json.dumps(query)
+
+
+def test_json_filter_evaluates_a_query_nested_max_depth_deep_and_refuses_one_deeper() -> None:
+    core = _core(["JsonFilter"], {})
+    assert _passes(core, query=_nested(MAX_DEPTH))
+    with pytest.raises(InvalidRequest, match=f"nests lists deeper than {MAX_DEPTH}"):
+        core.select_destinations(make_spec("vm", query=_nested(MAX_DEPTH + 1)), 2.0)
+
+
+def test_json_filter_refusal_shows_a_long_query_cut_at_200_characters() -> None:
+    core = _core(["JsonFilter"], {})
+    query = "[" + "1, " * 80 + "oops]"  # not JSON, 246 characters
+    with pytest.raises(InvalidRequest) as refused:
+        core.select_destinations(make_spec("vm", query=query), 2.0)
+    assert str(refused.value).startswith(
+        f"the JsonFilter query {query[:200] + '...'!r} is not JSON"
+    )
+
+
 def test_json_filter_query_is_asked_and_in_the_fingerprint() -> None:
     spec = make_spec("vm", query='["=", 1, 1]')
     assert not asks_resources_only(spec)

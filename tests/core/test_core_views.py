@@ -116,3 +116,14 @@ def test_an_image_copies_into_room_given_beforehand_and_falls_back_when_it_is_sh
     assert isinstance(image, HostStatesImage)
     assert not np.shares_memory(image.raw, short.raw)
     assert image.states() == expected
+
+
+def test_an_image_counts_its_hosts_not_its_free_rows() -> None:
+    core = make_core()
+    for i in range(5):
+        core.update_host(make_report(f"h{i}"), 1.0)
+    core.remove_host("h1", 2.0)  # a free row inside the table
+    whole = capture_host_states(core.table)
+    assert len(whole) == 4 == len(whole.states())
+    page = capture_host_states(core.table, 0, 2)  # rows 0 and 1: h0 and the free row
+    assert len(page) == 1
