@@ -30,6 +30,7 @@ from .core import (
     HostWeigher,
     Locate,
     Move,
+    NovaInstances,
     PlanPlacement,
     Release,
     RemoveHost,
@@ -620,6 +621,19 @@ class Scheduler:
         if not (isinstance(cursor, int) and cursor >= 0 and isinstance(limit, int) and limit > 0):
             raise InvalidRequest(f"claims needs cursor >= 0 and limit > 0, got {cursor}, {limit}")
         return await self._ask(GetClaims(host, cursor, limit))
+
+    async def nova_instances(
+        self, host: str, instances: Sequence[str], mode: Literal["add", "remove", "sync"]
+    ) -> bool:
+        """What Nova's compute says ``host`` runs (the Nova endpoint's instance casts):
+        ``instances`` added, taken off, or all of it (``sync``). It says where an
+        instance is for the hints and a group's members when no claim holds it and
+        no report lists it, never a host's figures; not journaled (the computes sync
+        it again). False when ``host`` is unknown."""
+        _expect(host, str, "nova_instances")
+        if mode not in ("add", "remove", "sync"):
+            raise InvalidRequest(f"nova_instances: mode {mode!r} is not add, remove or sync")
+        return await self._ask(NovaInstances(host, tuple(instances), mode))
 
     async def where(self, instance_uuid: str) -> Location:
         """Where ``instance_uuid`` is: its claim's host, or the host that reports it."""

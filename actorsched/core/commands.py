@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from ..answers import ClaimsPage, Location, Plan
 from ..models import Aggregate, HostReport, RequestSpec, Selection
@@ -37,6 +37,7 @@ __all__ = [
     "GetHostStates",
     "Locate",
     "Move",
+    "NovaInstances",
     "PlanPlacement",
     "Release",
     "RemoveHost",
@@ -222,6 +223,17 @@ class Reschedule(Command[Selection]):
 
 
 @dataclass(frozen=True, slots=True)
+class NovaInstances(Command[bool]):
+    """What Nova's compute says ``host`` runs: ``instances`` added to it (``add``),
+    taken off it (``remove``) or all of it (``sync``), as Nova's host manager keeps
+    the computes' instance casts; False when ``host`` is unknown."""
+
+    host: str
+    instances: tuple[str, ...]
+    mode: Literal["add", "remove", "sync"]
+
+
+@dataclass(frozen=True, slots=True)
 class CommandInfo:
     """The names one command goes by in the other layers."""
 
@@ -258,6 +270,8 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo(ConfirmMove, "confirm_move", "confirm_move", "move_confirm"),
     CommandInfo(RevertMove, "revert_move", "revert_move", "move_revert"),
     CommandInfo(Reschedule, "reschedule", "reschedule", "reschedule"),
+    # soft state from Nova's computes, never journaled (they sync it again)
+    CommandInfo(NovaInstances, "nova_instances", None, None),
 )
 # the admin commands that change host aggregates (each journaled as its own record)
 AGGREGATE_COMMANDS: tuple[type[Command[Any]], ...] = (

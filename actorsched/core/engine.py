@@ -52,7 +52,7 @@ import logging
 import operator
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 
@@ -80,6 +80,7 @@ from .commands import (
     GetHostStates,
     Locate,
     Move,
+    NovaInstances,
     PlanPlacement,
     Release,
     RemoveHost,
@@ -353,6 +354,8 @@ class SchedulerCore:
         elif isinstance(command, Reschedule):
             self._check_own(command.caller, command.instance_uuid, "reschedule")
             result = self.reschedule(command.instance_uuid, command.failed_host, now)
+        elif isinstance(command, NovaInstances):
+            result = self.nova_instances(command.host, command.instances, command.mode)
         else:
             raise InvalidRequest(f"unknown command {type(command).__name__!r}")
         return cast(R, result)  # each branch answers its command's own type
@@ -702,6 +705,27 @@ class SchedulerCore:
                     table.add_released(row, mem, vcpus, disk, -1)
             if not credits:
                 del ledger.released[row]
+
+    def nova_instances(
+        self, host: str, instances: Sequence[str], mode: Literal["add", "remove", "sync"]
+    ) -> bool:
+        """What Nova's compute says ``host`` runs (its instance casts): ``instances``
+        added, taken off, or all of it. Where an instance is, for the hints and a
+        group's members, when no claim holds it and no report lists it; never in the
+        host's figures (its reports or Placement carry those). False: unknown host."""
+        row = self.table.row_of.get(host)
+        if row is None:
+            return False
+        ledger = self.ledger
+        now = ledger.nova_listed.get(row, frozenset())
+        if mode == "sync":
+            listed = frozenset(instances)
+        elif mode == "add":
+            listed = now | frozenset(instances)
+        else:
+            listed = now - frozenset(instances)
+        ledger.set_nova_listed(row, listed)
+        return True
 
     def remove_host(self, host: str, now: float) -> bool:
         """Forget ``host`` with its claims; False when it is unknown."""

@@ -310,6 +310,25 @@ class Migration:
         )
 
 
+def _relist(
+    listed: dict[int, frozenset[str]], index: dict[str, int], row: int, now: frozenset[str]
+) -> None:
+    """``row`` lists ``now`` in ``listed`` (rows listing nothing have no entry: memory
+    at 100k hosts), and ``index`` (uuid -> row) follows."""
+    old = listed.get(row, _NOTHING)
+    if now == old:
+        return
+    for uuid in old - now:
+        if index.get(uuid) == row:
+            del index[uuid]
+    for uuid in now - old:
+        index[uuid] = row
+    if now:
+        listed[row] = now
+    else:
+        del listed[row]
+
+
 @dataclass(slots=True)
 class ClaimLedger:
     """Claims by uuid, with indexes by host row and by server group."""
@@ -329,6 +348,13 @@ class ClaimLedger:
     moving: dict[str, str] = field(default_factory=dict)
     # per image property (name, value): how many claims of each row carry it
     image_rows: dict[tuple[str, str], Counter[int]] = field(default_factory=dict)
+    # what Nova's computes cast that each host runs (update_instance_info,
+    # sync_instance_info, delete_instance_info), and the other way round: where an
+    # instance is when no claim holds it and no report lists it (hints, a group's
+    # members), never in a host's figures; not kept across a restart (the computes
+    # sync again)
+    nova_listed: dict[int, frozenset[str]] = field(default_factory=dict)
+    nova_row: dict[str, int] = field(default_factory=dict)
 
     def listed_on(self, row: int) -> frozenset[str]:
         """The instances the last report of ``row`` listed."""
@@ -341,19 +367,11 @@ class ClaimLedger:
 
     def set_listed(self, row: int, listed: frozenset[str]) -> None:
         """Record what a report of ``row`` lists now (both indexes)."""
-        old = self.listed.get(row, _NOTHING)
-        if listed == old:
-            return
-        reported = self.reported_row
-        for uuid in old - listed:
-            if reported.get(uuid) == row:
-                del reported[uuid]
-        for uuid in listed - old:
-            reported[uuid] = row
-        if listed:
-            self.listed[row] = listed
-        else:
-            del self.listed[row]
+        _relist(self.listed, self.reported_row, row, listed)
+
+    def set_nova_listed(self, row: int, listed: frozenset[str]) -> None:
+        """Record what Nova's compute says ``row`` runs now (both indexes)."""
+        _relist(self.nova_listed, self.nova_row, row, listed)
 
     def forget_row(self, row: int) -> None:
         """Drop every claim, credit and listing of ``row`` (its host is removed)."""
@@ -361,13 +379,16 @@ class ClaimLedger:
             self.drop(uuid)
         self.released.pop(row, None)
         self.set_listed(row, _NOTHING)
+        self.set_nova_listed(row, _NOTHING)
 
     def locate(self, uuid: str) -> int | None:
-        """Row that holds a claim of ``uuid``, or else whose report lists it; None."""
+        """Row that holds a claim of ``uuid``, or else whose report lists it, or else
+        that Nova's compute says runs it; None."""
         claim = self.claims.get(uuid)
         if claim is not None:
             return claim.row
-        return self.reported_row.get(uuid)
+        row = self.reported_row.get(uuid)
+        return self.nova_row.get(uuid) if row is None else row
 
     def add(self, claim: Claim) -> None:
         self.claims[claim.instance_uuid] = claim

@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import aio_pika
 import aiormq.exceptions
@@ -675,7 +675,9 @@ class NovaEndpoint:
     async def _instance_info(self, call: wire.Call) -> None:
         """A compute's word on its instances. Its figures come with the host's reports
         (or Placement); what a cast adds is Nova's service host of the node an instance
-        is on (Selections name it), and a deleted instance's claim freed at once."""
+        is on (Selections name it), what each of that service host's nodes runs (as
+        Nova's host manager keeps it: where an instance is, for the hints and a
+        group's members), and a deleted instance's claim freed at once."""
         host = call.args.get("host_name")
         if not isinstance(host, str) or not host:
             raise _bad(f"{call.method} needs host_name, a non-empty string")
@@ -684,6 +686,7 @@ class NovaEndpoint:
             if not isinstance(instance, str) or not instance:
                 raise _bad("delete_instance_info needs instance_uuid, a non-empty string")
             await self._forget_instance(host, instance)
+            await self._list_on_nodes(host, [instance], "remove")
             return
         if call.method == "sync_instance_info":
             uuids = call.args.get("instance_uuids")
@@ -696,6 +699,17 @@ class NovaEndpoint:
                 f"{call.method} lists {len(uuids):,} instances, over {_MAX_CAST_INSTANCES:,}"
             )
         await self._learn_service_host(host, uuids)
+        await self._list_on_nodes(
+            host, uuids, "sync" if call.method == "sync_instance_info" else "add"
+        )
+
+    async def _list_on_nodes(
+        self, host: str, uuids: list[str], mode: Literal["add", "remove", "sync"]
+    ) -> None:
+        """What Nova's service ``host`` says it runs, on each of its nodes (a node of
+        no known service host is its own: Nova's host and node are one name there)."""
+        for node in self._nodes_of.get(host.lower(), [host]):
+            await self.scheduler.nova_instances(node, uuids, mode)
 
     async def _learn_service_host(self, host: str, uuids: list[str]) -> None:
         """Which of actorsched's hosts (Nova's nodes) Nova's service ``host`` runs, from

@@ -566,3 +566,29 @@ def test_remove_host_keeps_other_hosts_intact() -> None:
     assert after["h9"].assumed_claims == 0
     assert after["h9"].free_ram_mb == 4096
     assert core.claims() == {"vm0": ("h0", False), "vm2": ("h2", False), "vm3": ("h3", False)}
+
+
+def test_what_nova_says_a_host_runs_locates_instances_after_claims_and_reports() -> None:
+    """NovaInstances (the Nova endpoint's instance casts): add, remove and sync change
+    where an instance is when no claim holds it and no report lists it; never a
+    host's figures; forgotten with the host."""
+    core = make_core()
+    core.update_host(make_report("h1", instances=["listed"]), now=0.0)
+    core.update_host(make_report("h2"), now=0.0)
+    core.select_destinations(make_spec("claimed", force_hosts=["h1"]), now=1.0)
+    before = core.host_states()
+    assert core.nova_instances("h2", ["claimed", "listed", "cast"], "add")
+    assert core.locate("claimed") == core.table.row_of["h1"]  # its claim first
+    assert core.locate("listed") == core.table.row_of["h1"]  # then its report
+    assert core.locate("cast") == core.table.row_of["h2"]  # then Nova's word
+    assert core.host_states()["h2"].free_ram_mb == before["h2"].free_ram_mb
+    assert core.nova_instances("h2", ["cast"], "remove")
+    assert core.locate("cast") is None
+    assert core.nova_instances("h2", ["a", "b"], "sync")
+    assert core.nova_instances("h2", ["b", "c"], "sync")  # a sync is the whole list
+    assert [core.locate(u) for u in ("a", "b", "c")] == [None, *[core.table.row_of["h2"]] * 2]
+    assert not core.nova_instances("nowhere", ["x"], "add")
+    assert core.remove_host("h2", now=2.0)
+    assert core.locate("b") is None
+    assert core.ledger.nova_row == {}
+    assert core.ledger.nova_listed == {}

@@ -25,6 +25,7 @@ from actorsched.core import (
     GetHostStates,
     Locate,
     Move,
+    NovaInstances,
     PlanPlacement,
     Release,
     RemoveHost,
@@ -102,6 +103,7 @@ _ONE_OF_EACH: dict[type[Command[Any]], Command[Any]] = {
     ConfirmMove: ConfirmMove("mig-held"),
     RevertMove: RevertMove("mig-held"),
     Reschedule: Reschedule("vm-failing", "h0"),
+    NovaInstances: NovaInstances("h1", ("vm-nova",), "add"),
 }
 
 

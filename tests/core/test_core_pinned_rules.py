@@ -22,6 +22,7 @@ from actorsched.core import (
     Locate,
     Migration,
     Move,
+    NovaInstances,
     PlanPlacement,
     SchedulerCore,
 )
@@ -240,6 +241,9 @@ def test_info_names_each_commands_scheduler_method_and_marks_the_reads() -> None
         GetClaims: GetClaims(),
         Locate: Locate("vm-a"),
         GetAggregates: GetAggregates(),
+        # not a read, but soft state no journal keeps (Nova's computes sync it
+        # again): where an instance is, never a figure, so not in the digest
+        NovaInstances: NovaInstances("h1", ("vm-nova",), "sync"),
     }
     for entry in COMMANDS:
         found = info(entry.command)

@@ -18,7 +18,12 @@ from actorsched.models import AGGREGATE_FILTERS, BUILTIN_FILTERS
 CONFIG = SchedulerConfig(
     seed=1,
     service_down_time=1e9,
-    enabled_filters=[*BUILTIN_FILTERS, *AGGREGATE_FILTERS],
+    # the Aggregate* resource filters in place of the plain ones (beside them, the
+    # host's own ratio bounds the aggregate's, as in Nova 18)
+    enabled_filters=[
+        *(f for f in BUILTIN_FILTERS if f not in ("RamFilter", "CoreFilter", "DiskFilter")),
+        *AGGREGATE_FILTERS,
+    ],
 )
 
 

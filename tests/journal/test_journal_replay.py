@@ -208,7 +208,7 @@ def test_claim_records_rely_on_these_request_defaults() -> None:
         for name, field in ServerGroup.model_fields.items()
         if not field.is_required()
     }
-    assert group_defaults == {"max_server_per_host": None, "hosts": []}
+    assert group_defaults == {"max_server_per_host": None, "hosts": [], "members": []}
 
 
 @pytest.mark.parametrize("snapshot_every", [1, 1_000_000])  # from a snapshot, from records

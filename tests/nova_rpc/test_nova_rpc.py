@@ -591,6 +591,42 @@ async def _cast_done(stack: NovaStack, method: str, count: int) -> None:
     raise AssertionError(f"{method} not handled {count} times: {stack.endpoint.counts}")
 
 
+async def test_instance_casts_change_what_each_host_runs_for_the_hints(tmp_path: Path) -> None:
+    """update_instance_info, sync_instance_info and delete_instance_info change what
+    each host runs, as Nova's host manager keeps them: a same_host or different_host
+    hint naming an instance actorsched did not place finds it there."""
+    hosts = [_report("h1", 4096), _report("h2", 8192)]
+    filters = (
+        "[filter_scheduler]\nenabled_filters = ComputeFilter,SameHostFilter,DifferentHostFilter\n"
+    )
+    async with nova_stack(tmp_path, hosts, extra=filters) as stack:
+        booted = str(uuid.uuid4())  # placed before the switch: no claim here
+        near = {"memory_mb": 512, "scheduler_hints": {"same_host": [booted]}}
+        away = {"memory_mb": 512, "scheduler_hints": {"different_host": [booted]}}
+        await stack.nova({"op": "update_instance_info", "host": "h1", "uuids": [booted]})
+        await _cast_done(stack, "update_instance_info", 1)
+        (got,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": near})
+        assert got["result"][0][0]["nodename"] == "h1", got  # not h2, the roomier
+        # it moved: h1's sync no longer lists it, h2 says it runs it
+        await stack.nova(
+            {"op": "sync_instance_info", "host": "h1", "uuids": []},
+            {"op": "update_instance_info", "host": "h2", "uuids": [booted]},
+        )
+        await _cast_done(stack, "update_instance_info", 2)
+        await _cast_done(stack, "sync_instance_info", 1)
+        here, there = await stack.nova(
+            {"op": "select", "uuids": _uuids(1), "spec": near},
+            {"op": "select", "uuids": _uuids(1), "spec": away},
+        )
+        assert [s["nodename"] for s in here["result"][0]] == ["h2"], here
+        assert [s["nodename"] for s in there["result"][0]] == ["h1"], there
+        # deleted: no host runs it, the hint finds nothing and limits nothing (Nova)
+        await stack.nova({"op": "delete_instance_info", "host": "h2", "uuid": booted})
+        await _cast_done(stack, "delete_instance_info", 1)
+        (anywhere,) = await stack.nova({"op": "select", "uuids": _uuids(1), "spec": away})
+        assert {s["nodename"] for s in anywhere["result"][0]} == {"h1", "h2"}, anywhere
+
+
 async def test_instance_casts_name_the_service_host_and_a_delete_frees_the_claim(
     tmp_path: Path,
 ) -> None:
