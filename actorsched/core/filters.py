@@ -404,14 +404,15 @@ class AvailabilityZoneFilter:
       ``actorsched.nova.conf`` sets: there the name stands for that request
       filter): a zone some aggregate names, or some host reports, limits the
       request to its hosts (Placement's ``member_of``; none, when such an
-      aggregate has no host that reported); the default zone that nothing
-      names limits nothing, a host of another zone passes too (Nova's API
-      lets it through because the hosts in no zone aggregate make it up,
-      and the request filter then finds no aggregate of it).
+      aggregate has no host that reported); a zone that nothing names, the
+      default one or another, limits nothing: a host of another zone passes
+      too (the request filter finds no aggregate of it and adds no
+      ``member_of``; Nova's API lets the default zone through because the
+      hosts in no zone aggregate make it up, and refuses another zone that
+      is not available, which a move may still carry).
 
-    Another zone that nothing names passes no host under either: Nova's API
-    refuses a zone that is not available before the scheduler sees it, and
-    here a host may still join it (a waiting request waits for one).
+    Under Nova 18's rules another zone that nothing names passes no host (a
+    host may still join it: a waiting request waits for one).
     """
 
     name = "AvailabilityZoneFilter"
@@ -423,13 +424,13 @@ class AvailabilityZoneFilter:
         zones = table.zone[: table.n]
         # a zone never reported nor named by an aggregate has no id: -2 matches no row
         passed: BoolColumn = zones == table.zone_id(zone, create=False)
-        if zone == ctx.config.default_availability_zone:
-            if ctx.config.nova_release != 34:
-                passed |= zones == table.zone_id(None, create=False)
-            elif not passed.any():
+        if ctx.config.nova_release == 34:
+            if not passed.any():
                 book = ctx.aggregates
                 if book is None or not book.names_zone(zone):
-                    return None  # nothing names the default zone: it limits nothing
+                    return None  # nothing names the zone: no member_of, it limits nothing
+        elif zone == ctx.config.default_availability_zone:
+            passed |= zones == table.zone_id(None, create=False)
         return passed
 
 

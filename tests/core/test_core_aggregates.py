@@ -582,8 +582,8 @@ def test_availability_zone_filter_same_and_different() -> None:
 def test_map_az_to_placement_aggregate() -> None:
     """Nova 34 (nova_release 34): test_request_filter.py test_map_az (a zone an
     aggregate names: that aggregate's hosts, Placement's member_of),
-    test_map_az_no_aggregates (a zone no aggregate names: no limit; the default zone
-    here) and test_map_az_no_hint."""
+    test_map_az_no_aggregates (a zone no aggregate names: no limit, the default zone
+    or another) and test_map_az_no_hint."""
     core = _core("h1", "h2", nova_release=34)
     core.create_aggregate("az1", {"availability_zone": "az1"}, ["h1"])
     assert core.host_states()["h1"].availability_zone == "az1"
@@ -602,8 +602,9 @@ def test_map_az_to_placement_aggregate() -> None:
     assert _passing(core, availability_zone="nova") == set()  # it still names the zone
     core.delete_aggregate("default")
     assert _passing(core, availability_zone="nova") == {"h1", "h2", "h3"}
-    # a zone nothing names (Nova's API refuses it as not available): no host
-    assert _passing(core, availability_zone="az2") == set()
+    # a zone nothing names (test_map_az_no_aggregates): no member_of, no limit
+    assert _passing(core, availability_zone="az2") == {"h1", "h2", "h3"}
+    assert _passing(core, availability_zone="az3") == {"h1", "h2", "h3"}  # its aggregate gone
 
 
 def test_an_aggregate_zone_overrides_the_reported_one_until_the_host_leaves() -> None:

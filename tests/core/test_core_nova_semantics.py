@@ -528,13 +528,14 @@ def test_nova_the_default_zone_nothing_names_limits_nothing(
     assert _chain_order(nova34, reports, spec) == ["zoneless"]
     # no zone asked (test_map_az_no_hint): no limit either
     assert _place(nova34, reports, make_spec("vm1"), path) == ["in-az1"]
-    # the default is a setting: another zone nothing names passes no host (Nova's API
-    # refuses a zone that is not available before the scheduler is asked)
+    # another zone that nothing names limits nothing too (map_az_to_placement_aggregate
+    # finds no aggregate of it); under Nova 18's rules it passes no host
     alone = [make_report("zoneless")]
     config = make_config(default_availability_zone="az9", **NOVA_34)
     assert _place(config, alone, make_spec("vm1", availability_zone="az9"), path) == ["zoneless"]
+    assert _place(nova34, alone, make_spec("vm1", availability_zone="az9"), path) == ["zoneless"]
     with pytest.raises(NoValidHost, match="AvailabilityZoneFilter removed 1"):
-        _place(nova34, alone, make_spec("vm1", availability_zone="az9"), path)
+        _place(make_config(), alone, make_spec("vm1", availability_zone="az9"), path)
     # what the host reported is kept as it was
     core = make_core(nova34)
     core.update_host(alone[0], now=0.0)
