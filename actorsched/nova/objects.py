@@ -283,6 +283,19 @@ def _group(data: Mapping[str, Any] | None) -> tuple[ServerGroup | None, tuple[st
     return group, hosts
 
 
+def _legacy_uuids(first: str, count: Any) -> list[str]:
+    """The further instances of a call without ``instance_uuids`` (API 4.3, a very old
+    conductor): Nova schedules ``num_instances`` of them (``_legacy_find_hosts``) and
+    claims none; actorsched claims each under a uuid derived from the request's own
+    (the same on a redelivery), which no host will list: the claim holds its room
+    until ``claim_timeout``, so nothing is over-committed meanwhile."""
+    if count is None:
+        return []
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= _MAX_FORCED:
+        raise UnsupportedObject(f"spec_obj.num_instances {count!r} is not 1 to {_MAX_FORCED:,}")
+    return [str(uuid.uuid5(uuid.NAMESPACE_URL, f"{first}/{k}")) for k in range(1, count)]
+
+
 def request_from_primitive(
     primitive: Any,
     instance_uuids: Sequence[str] | None,
@@ -333,7 +346,7 @@ def request_from_primitive(
         single = spec.get("instance_uuid")
         if not isinstance(single, str):
             raise UnsupportedObject("no instance_uuids and the RequestSpec names no instance_uuid")
-        uuids = [single]
+        uuids = [single, *_legacy_uuids(single, spec.get("num_instances"))]
     group, group_hosts = _group(_optional(spec, "instance_group", "InstanceGroup", "spec_obj"))
     hints = spec.get("scheduler_hints") or {}
     if not isinstance(hints, dict):

@@ -560,6 +560,25 @@ async def test_an_older_conductor_pinned_below_4_5_gets_legacy_destinations(
         assert got["result"] == [{"host": "h2", "nodename": "h2", "limits": {}}]
         claims = (await stack.scheduler.claims()).claims
         assert [(c.instance_uuid, c.host) for c in claims] == [(instance, "h2")]
+        # several instances: Nova answers num_instances destinations, and so does
+        # actorsched (4.3 names only the first instance; the others get derived uuids)
+        three = _uuids(3)
+        (got,) = await stack.nova(
+            {
+                "op": "select",
+                "uuids": three,
+                "spec": {"memory_mb": 3000},
+                "return_objects": False,
+                "return_alternates": False,
+            }
+        )
+        assert got["ok"], got
+        assert len(got["result"]) == 3, got  # 3000 MB each: h2 takes two, h1 one
+        assert sorted(d["host"] for d in got["result"]) == ["h1", "h2", "h2"]
+        held = {c.instance_uuid for c in (await stack.scheduler.claims()).claims}
+        assert three[0] in held
+        assert (set(three) <= held) is (pin == "4.4")  # 4.4 still sends instance_uuids
+        assert len(held) == 4
 
 
 async def test_a_move_of_a_claimed_instance_is_no_valid_host_naming_why(tmp_path: Path) -> None:
