@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -203,6 +204,29 @@ async def test_nova_client_gets_selections_with_alternates_for_native_hosts(
         assert {c.instance_uuid: c.host for c in claims.claims} == dict(
             zip(uuids, chosen, strict=True)
         )
+
+
+async def test_a_nova_call_is_in_the_decision_log_and_the_placement_metrics(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A placement Nova asked for is logged and counted as a native one is: one
+    decision line naming the instance and its host, and one scheduled sample."""
+    hosts = [_report("h1", 4096), _report("h2", 8192)]
+    async with nova_stack(tmp_path, hosts) as stack:
+        instance = str(uuid.uuid4())
+        metrics = stack.endpoint.metrics
+        assert metrics is not None
+        count = "actorsched_scheduling_attempt_duration_seconds_count"
+        before = metrics.registry.get_sample_value(count, {"result": "scheduled"}) or 0.0
+        with caplog.at_level(logging.INFO, logger="actorsched.decisions"):
+            (got,) = await stack.nova(
+                {"op": "select", "uuids": [instance], "spec": {"memory_mb": 512}}
+            )
+        assert got["ok"], got
+        lines = [r.getMessage() for r in caplog.records if r.name == "actorsched.decisions"]
+        assert any(line.startswith(f"placed instance {instance} on h2") for line in lines), lines
+        after = metrics.registry.get_sample_value(count, {"result": "scheduled"})
+        assert after == before + 1
 
 
 async def test_a_request_that_cannot_fit_raises_nova_no_valid_host(tmp_path: Path) -> None:
