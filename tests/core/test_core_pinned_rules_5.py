@@ -68,3 +68,28 @@ def test_a_required_metric_missing_fails_the_request_on_the_gathered_ranking_too
     core.ranker.compress_below = 2.0
     with pytest.raises(InvalidRequest, match=re.escape("'cpu.user.time'")):
         core.select_destinations(make_spec("vm", availability_zone="nova"), now=1.0)
+
+
+def test_a_compacted_facts_book_answers_each_host_by_its_own_facts() -> None:
+    # the book of distinct host facts drops those no host reports any more and
+    # numbers the rest again; a filter's kept answers go with that numbering, so
+    # an x86_64 image still finds the x86_64 host, not the answer of facts gone
+    from actorsched.models import BUILTIN_FILTERS, HOST_FACTS_FILTERS
+
+    core = make_core(make_config(enabled_filters=[*BUILTIN_FILTERS, *HOST_FACTS_FILTERS]))
+    arm = [["armv7l", "qemu", "hvm"]]
+
+    def churn(first: int, count: int) -> None:
+        for i in range(first, first + count):  # a host whose facts change each report
+            report = make_report("c", i + 1, supported_instances=arm, hypervisor_version=i + 1)
+            core.update_host(report, now=0.0)
+
+    churn(0, 30)
+    core.update_host(make_report("x86", supported_instances=[["x86_64", "kvm", "hvm"]]), 0.0)
+    core.update_host(make_report("arm", supported_instances=arm), now=0.0)
+    image = {"hw_architecture": "x86_64"}
+    assert core.plan(make_spec("vm", image_properties=image), now=1.0).instances[0].host == "x86"
+    churn(30, 40)  # past the book's bound: compacted, the x86 host's facts renumbered
+    assert len(core.table.host_facts.values) < 30
+    placed = core.select_destinations(make_spec("vm", image_properties=image), now=1.0)
+    assert placed[0].host == "x86"
