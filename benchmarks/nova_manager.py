@@ -209,6 +209,24 @@ class FakePlacement:
             writer.close()
 
 
+async def timed_callers(
+    pid: int,
+    nova_python: Path,
+    conf_path: Path,
+    topic: str,
+    callers: int,
+    calls: int,
+    hosts: int,
+) -> tuple[dict[str, Any], float]:
+    """Nova's callers against the RPC server of process ``pid`` once its consumers are
+    up: what they measured, and the CPU seconds the server spent meanwhile."""
+    await asyncio.sleep(2)  # the RPC server's consumers
+    cpu = _cpu_seconds(pid)
+    where = (str(conf_path), topic)
+    got = await run_callers(caller_argv(nova_python, "nova", where, callers, calls, hosts))
+    return got, _cpu_seconds(pid) - cpu
+
+
 async def _nova(
     hosts: int, callers: int, calls: int, limit: int, nova_python: Path
 ) -> dict[str, Any]:
@@ -245,11 +263,9 @@ async def _nova(
             tail = (workdir / "nova-scheduler.log").read_text()[-2000:]
             raise RuntimeError(f"nova-scheduler did not start: {tail}")
         setup = time.perf_counter() - started
-        await asyncio.sleep(2)  # the RPC server's consumers
-        cpu = _cpu_seconds(service.pid)
-        where = (str(conf_path), topic)
-        got = await run_callers(caller_argv(nova_python, "nova", where, callers, calls, hosts))
-        cpu = _cpu_seconds(service.pid) - cpu
+        got, cpu = await timed_callers(
+            service.pid, nova_python, conf_path, topic, callers, calls, hosts
+        )
         if got["errors"]:
             got["log_tail"] = (workdir / "nova-scheduler.log").read_text()[-3000:]
     finally:

@@ -43,16 +43,14 @@ from .nova_endpoint import (
     AMQP_URL,
     NOVA_PYTHON,
     ROOT,
-    caller_argv,
     check_calls,
     host_reports,
     no_nova,
     protocol,
-    run_callers,
     sizes,
     summarize,
 )
-from .nova_manager import _cpu_seconds
+from .nova_manager import timed_callers
 
 _READY_S = 300
 _TRANSIENT_TTL_S = 120  # the fanout and reply queues oslo declares expire when unused
@@ -84,11 +82,9 @@ async def _oslo(hosts: int, callers: int, calls: int, nova_python: Path) -> dict
             _, err = await service.communicate()
             raise RuntimeError(f"the oslo server did not start: {err.decode()[-2000:]}")
         setup = time.perf_counter() - started
-        await asyncio.sleep(2)  # the RPC server's consumers
-        cpu = _cpu_seconds(service.pid)
-        where = (str(conf_path), topic)
-        got = await run_callers(caller_argv(nova_python, "nova", where, callers, calls, hosts))
-        cpu = _cpu_seconds(service.pid) - cpu
+        got, cpu = await timed_callers(
+            service.pid, nova_python, conf_path, topic, callers, calls, hosts
+        )
     finally:
         if service.returncode is None:
             service.terminate()
